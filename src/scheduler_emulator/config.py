@@ -1,0 +1,100 @@
+"""Settings (environment prefix ``SCHEDULER_``) and the command line that maps 1:1 onto them."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+
+
+class ConfigError(ValueError):
+    """Settings that cannot work together; the CLI prints the message and exits with status 2."""
+
+
+class Settings(BaseSettings):
+    """Everything an operator can set. Each field is also a CLI flag (``--data-dir`` for ``data_dir``)."""
+
+    model_config = SettingsConfigDict(env_prefix="SCHEDULER_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="Interface to listen on (loopback only by default).")
+    port: int = Field(7480, ge=0, le=65535, description="TCP port (0 picks a free one).")
+    data_dir: Path = Field(Path("./data"), description="Directory for the SQLite file and the TLS certificate.")
+    database_url: str | None = Field(None, description="Any SQLAlchemy URL; default: SQLite in the data dir.")
+    in_memory: bool = Field(False, description="Keep everything in memory; lost on exit.")
+    https: bool = Field(False, description="Serve HTTPS (self-signed certificate unless --cert/--key).")
+    cert: Path | None = Field(None, description="PEM certificate for HTTPS (implies --https).")
+    key: Path | None = Field(None, description="PEM private key for HTTPS (implies --https).")
+    log_level: LogLevel = Field("info", description="Log verbosity.")
+
+    @model_validator(mode="after")
+    def _check_combination(self) -> Settings:
+        if self.in_memory and self.database_url:
+            raise ValueError("--in-memory and --database-url cannot be used together: choose one store")
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("--cert and --key must be given together")
+        if self.cert is not None:
+            self.https = True
+        return self
+
+    @property
+    def effective_database_url(self) -> str:
+        """The SQLAlchemy URL the store connects to."""
+        if self.in_memory:
+            return "sqlite://"
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'scheduler.db').resolve()}"
+
+    @property
+    def database_kind(self) -> str:
+        """``sqlite`` or ``postgresql`` (the dialect name), as reported by the health endpoint."""
+        return self.effective_database_url.split(":", 1)[0].split("+", 1)[0]
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment, with explicit overrides (CLI flags) taking precedence."""
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = "; ".join(
+            (f"--{'-'.join(str(p) for p in err['loc']).replace('_', '-')}: " if err["loc"] else "")
+            + err["msg"].removeprefix("Value error, ")
+            for err in exc.errors()
+        )
+        raise ConfigError(problems) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``scheduler-emulator`` command line; every flag maps onto a Settings field."""
+    fields = Settings.model_fields
+    parser = argparse.ArgumentParser(
+        prog="scheduler-emulator",
+        description="Azure Scheduler (Microsoft.Scheduler) emulator. Every flag can also be set with "
+        "an environment variable SCHEDULER_<FLAG> (e.g. SCHEDULER_PORT=8443).",
+    )
+
+    def describe(name: str) -> str:
+        field = fields[name]
+        return f"{field.description} Env SCHEDULER_{name.upper()}; default {field.default!s}."
+
+    parser.add_argument("--host", help=describe("host"))
+    parser.add_argument("--port", type=int, help=describe("port"))
+    parser.add_argument("--data-dir", type=Path, help=describe("data_dir"))
+    parser.add_argument("--database-url", help=describe("database_url"))
+    parser.add_argument("--in-memory", action="store_true", default=None, help=describe("in_memory"))
+    parser.add_argument("--https", action="store_true", default=None, help=describe("https"))
+    parser.add_argument("--cert", type=Path, help=describe("cert"))
+    parser.add_argument("--key", type=Path, help=describe("key"))
+    parser.add_argument("--log-level", choices=list(LogLevel.__args__), help=describe("log_level"))
+    return parser
+
+
+def settings_from_args(argv: list[str] | None = None) -> Settings:
+    """Parse ``argv`` and merge it over the environment."""
+    args = build_parser().parse_args(argv)
+    return load_settings(**vars(args))

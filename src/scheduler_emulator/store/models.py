@@ -1,0 +1,103 @@
+"""SQLAlchemy tables. ARM field paths are not columns: a job's definition is kept as the client sent it
+(JSON), next to the columns the service queries and updates (state, counters, next due time)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores naive text, so re-attach UTC on read)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# BigInteger primary keys autoincrement on PostgreSQL; on SQLite only INTEGER does.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UTCDateTime, dict[str, Any]: JSON}
+
+
+class JobCollectionRow(Base):
+    __tablename__ = "job_collections"
+    __table_args__ = (UniqueConstraint("subscription_key", "resource_group_key", "name_key"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    subscription_id: Mapped[str] = mapped_column(String(100))
+    subscription_key: Mapped[str] = mapped_column(String(100), index=True)
+    resource_group: Mapped[str] = mapped_column(String(100))
+    resource_group_key: Mapped[str] = mapped_column(String(100))
+    name: Mapped[str] = mapped_column(String(100))
+    name_key: Mapped[str] = mapped_column(String(100))
+    location: Mapped[str] = mapped_column(String(100))
+    tags: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # `properties` exactly as the client sent them (plus a default state), echoed back as they are.
+    properties: Mapped[dict[str, Any]] = mapped_column(JSON)
+    sku: Mapped[str] = mapped_column(String(20))  # canonical: Free, Standard, P10Premium, P20Premium
+    state: Mapped[str] = mapped_column(String(20))  # canonical: Enabled, Disabled, Suspended, Deleted
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("collection_id", "name_key"),
+        Index("ix_jobs_next_execution_time", "next_execution_time"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    collection_id: Mapped[int] = mapped_column(ForeignKey("job_collections.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100))
+    name_key: Mapped[str] = mapped_column(String(100))
+    # `properties` as the client sent them, secrets included (never returned: see api.rendering).
+    definition: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(20))  # canonical: Enabled, Disabled, Completed, Faulted
+    # The instant the current series was defined (create/replace/enable): past instances before it are skipped.
+    series_origin: Mapped[datetime]
+    execution_count: Mapped[int] = mapped_column(default=0)
+    failure_count: Mapped[int] = mapped_column(default=0)
+    faulted_count: Mapped[int] = mapped_column(default=0)
+    last_execution_time: Mapped[datetime | None]
+    next_execution_time: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class JobHistoryRow(Base):
+    __tablename__ = "job_history"
+    __table_args__ = (Index("ix_job_history_job_id_id", "job_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    history_id: Mapped[str] = mapped_column(String(40), unique=True)
+    start_time: Mapped[datetime]
+    end_time: Mapped[datetime | None]
+    expected_execution_time: Mapped[datetime | None]
+    action_name: Mapped[str] = mapped_column(String(20))  # MainAction | ErrorAction
+    status: Mapped[str] = mapped_column(String(20))  # Completed | Failed | Postponed
+    message: Mapped[str] = mapped_column(Text, default="")
+    retry_count: Mapped[int] = mapped_column(default=0)
+    repeat_count: Mapped[int] = mapped_column(default=0)
