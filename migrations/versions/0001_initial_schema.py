@@ -52,6 +52,7 @@ def upgrade() -> None:
     sa.Column('faulted_count', sa.Integer(), nullable=False),
     sa.Column('last_execution_time', sa.DateTime(timezone=True), nullable=True),
     sa.Column('next_execution_time', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('run_requested_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('updated_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['collection_id'], ['job_collections.id'], ondelete='CASCADE'),

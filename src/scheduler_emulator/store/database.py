@@ -60,6 +60,14 @@ class Database:
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
+    @staticmethod
+    def is_disconnect(exc: Exception) -> bool:
+        """Whether a database error means the server is unreachable (as opposed to a bad statement)."""
+        text = str(exc).lower()
+        return bool(getattr(exc, "connection_invalidated", False)) or any(
+            phrase in text for phrase in ("could not connect", "connection refused", "server closed", "terminating connection")
+        )
+
     def dispose(self) -> None:
         self.engine.dispose()
 

@@ -82,6 +82,8 @@ class JobRow(Base):
     faulted_count: Mapped[int] = mapped_column(default=0)
     last_execution_time: Mapped[datetime | None]
     next_execution_time: Mapped[datetime | None]
+    # Set by POST .../run: one extra occurrence is due now (the dispatcher clears it when it fires).
+    run_requested_at: Mapped[datetime | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

@@ -1,0 +1,3 @@
+from scheduler_emulator.cli import main
+
+main()

@@ -1,0 +1,76 @@
+"""What every handler needs: the JSON body, a store session off the event loop, the clock."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from fastapi import Request
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from scheduler_emulator.api import errors
+from scheduler_emulator.domain.clock import Clock
+from scheduler_emulator.domain.errors import Conflict, FieldError
+from scheduler_emulator.schemas.common import first_field_error
+from scheduler_emulator.store.database import Database
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+async def json_object(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object; InvalidRequestContent otherwise."""
+    raw = await request.body()
+    if not raw.strip():
+        raise errors.invalid_request_content("the request body is empty; a JSON object is expected")
+    try:
+        body = json.loads(raw)
+    except UnicodeDecodeError:
+        raise errors.invalid_request_content("the body is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise errors.invalid_request_content(f"{exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    if not isinstance(body, dict):
+        raise errors.invalid_request_content("the body must be a JSON object")
+    return body
+
+
+def validated(model: type[M], body: dict[str, Any]) -> M:
+    """``body`` read into ``model``; a 400 naming the first offending field path otherwise."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        raise errors.from_field_error(first_field_error(exc)) from None
+
+
+def clock(request: Request) -> Clock:
+    clock_: Clock = request.app.state.clock
+    return clock_
+
+
+def now(request: Request) -> datetime:
+    return clock(request).now()
+
+
+async def in_session(request: Request, work: Callable[[Session], T]) -> T:
+    """Run ``work`` in one store transaction on a worker thread; domain errors become ARM errors."""
+    database: Database = request.app.state.database
+
+    def run() -> T:
+        with database.session() as session:
+            return work(session)
+
+    try:
+        return await run_in_threadpool(run)
+    except FieldError as exc:
+        raise errors.from_field_error(exc) from None
+    except Conflict as exc:
+        raise errors.from_conflict(exc) from None
+    except OperationalError as exc:
+        if database.is_disconnect(exc):
+            raise errors.service_unavailable("The database is unreachable; try again shortly.") from None
+        raise

@@ -1,0 +1,147 @@
+"""The ARM request pipeline, assembled in one place and in this order:
+
+1. request ids   — ``x-ms-request-id`` (new), ``x-ms-correlation-request-id`` (echoed or new) and
+                   ``x-ms-client-request-id`` (echoed) on every response, errors included;
+2. URL length    — at most 2048 characters (SPEC §8);
+3. path casing   — literal ARM segments (``resourcegroups``, ``JOBCOLLECTIONS``…) are matched
+                   case-insensitively by rewriting them to their canonical spelling before routing;
+4. api-version   — required and checked on every ARM path;
+5. body size     — a request body over 1 MiB is refused before it is read;
+then the FastAPI handlers, whose errors are rendered by ``install_error_handlers``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from scheduler_emulator.api import errors
+
+log = logging.getLogger("scheduler_emulator.api")
+
+MAX_URL_LENGTH = 2048
+MAX_BODY_BYTES = 1024 * 1024
+
+# Position → accepted canonical spellings, for each shape of ARM path (keyed by segment 2).
+_SUBSCRIPTION_SCOPE = {0: ("subscriptions",), 2: ("providers",), 3: ("Microsoft.Scheduler",), 4: ("jobCollections",)}
+_RESOURCE_GROUP_SCOPE = {
+    0: ("subscriptions",),
+    2: ("resourceGroups",),
+    4: ("providers",),
+    5: ("Microsoft.Scheduler",),
+    6: ("jobCollections",),
+    8: ("jobs", "enable", "disable"),
+    10: ("run", "history"),
+}
+
+
+def canonical_arm_path(path: str) -> str | None:
+    """The path with its literal segments in canonical casing, or None when it is not an ARM path."""
+    segments = path.strip("/").split("/")
+    if len(segments) < 3 or segments[0].lower() != "subscriptions":
+        return None
+    shape = {"providers": _SUBSCRIPTION_SCOPE, "resourcegroups": _RESOURCE_GROUP_SCOPE}.get(segments[2].lower())
+    if shape is None:
+        return None
+    for position, spellings in shape.items():
+        if position < len(segments):
+            for spelling in spellings:
+                if segments[position].lower() == spelling.lower():
+                    segments[position] = spelling
+    return "/" + "/".join(segments)
+
+
+class ArmPipeline:
+    """Pure ASGI middleware implementing steps 1–5 above."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        request_id = str(uuid.uuid4())
+        response_headers = [
+            (b"x-ms-request-id", request_id.encode()),
+            (b"x-ms-correlation-request-id", headers.get("x-ms-correlation-request-id", request_id).encode("latin-1")),
+        ]
+        if "x-ms-client-request-id" in headers:
+            response_headers.append((b"x-ms-client-request-id", headers["x-ms-client-request-id"].encode("latin-1")))
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def send_with_ids(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = list(message.get("headers", [])) + response_headers
+            await send(message)
+
+        error = self._check(scope, headers)
+        if error is not None:
+            await error.response()(scope, receive, send_with_ids)
+            return
+        started = False
+
+        async def send_tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send_with_ids(message)
+
+        try:
+            await self.app(scope, receive, send_tracking)
+        except Exception:
+            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            if started:
+                raise
+            await errors.internal_error().response()(scope, receive, send_with_ids)
+
+    def _check(self, scope: Scope, headers: dict[str, str]) -> errors.ArmError | None:
+        raw_path: str = scope["path"]
+        query: bytes = scope.get("query_string", b"")
+        url_length = len(scope.get("raw_path") or raw_path.encode()) + (len(query) + 1 if query else 0)
+        if url_length > MAX_URL_LENGTH:
+            return errors.url_too_long(url_length, MAX_URL_LENGTH)
+        canonical = canonical_arm_path(raw_path)
+        if canonical is not None:
+            scope["path"] = canonical
+            scope["raw_path"] = canonical.encode()
+            versions = parse_qs(query.decode("latin-1"), keep_blank_values=True).get("api-version")
+            if not versions or not versions[0]:
+                return errors.missing_api_version()
+            if versions[0] not in errors.ACCEPTED_API_VERSIONS:
+                return errors.invalid_api_version(versions[0])
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            return errors.request_too_large("request body", MAX_BODY_BYTES, int(length))
+        return None
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Render every error as ARM JSON: never an HTML page, never FastAPI's ``{"detail": ...}``."""
+
+    @app.exception_handler(errors.ArmError)
+    async def _arm(_request: Request, exc: errors.ArmError) -> Response:
+        return exc.response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404:
+            return errors.route_not_found(request.url.path).response()
+        if exc.status_code == 405:
+            return errors.method_not_allowed(request.method, request.url.path).response()
+        return errors.ArmError(exc.status_code, "BadRequest", str(exc.detail)).response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_request: Request, exc: RequestValidationError) -> Response:
+        first: dict[str, Any] = exc.errors()[0] if exc.errors() else {}
+        loc = [str(p) for p in first.get("loc", ()) if p not in ("query", "path", "body")]
+        target = ".".join(loc) or None
+        return errors.bad_request(f"The value of '{target}' is invalid: {first.get('msg', 'invalid')}", target).response()

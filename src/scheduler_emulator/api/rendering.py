@@ -1,0 +1,90 @@
+"""The one place that turns stored rows into their ARM wire JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler_emulator.domain.clock import isoformat_z
+from scheduler_emulator.schemas.job import strip_secrets
+from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
+
+COLLECTION_TYPE = "Microsoft.Scheduler/jobCollections"
+JOB_TYPE = "Microsoft.Scheduler/jobCollections/jobs"
+HISTORY_TYPE = "Microsoft.Scheduler/jobCollections/jobs/history"
+
+
+def collection_id(collection: JobCollectionRow) -> str:
+    return (
+        f"/subscriptions/{collection.subscription_id}/resourceGroups/{collection.resource_group}"
+        f"/providers/Microsoft.Scheduler/jobCollections/{collection.name}"
+    )
+
+
+def job_id(collection: JobCollectionRow, job: JobRow) -> str:
+    return f"{collection_id(collection)}/jobs/{job.name}"
+
+
+def collection_to_wire(collection: JobCollectionRow) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": collection_id(collection),
+        "type": COLLECTION_TYPE,
+        "name": collection.name,
+        "location": collection.location,
+    }
+    if collection.tags:
+        body["tags"] = collection.tags
+    properties = dict(collection.properties)
+    properties["state"] = _echo(properties.get("state"), collection.state)
+    if "sku" not in properties or not isinstance(properties["sku"], dict) or "name" not in properties["sku"]:
+        properties["sku"] = {**(properties.get("sku") or {}), "name": collection.sku}
+    body["properties"] = properties
+    return body
+
+
+def job_to_wire(collection: JobCollectionRow, job: JobRow) -> dict[str, Any]:
+    properties = strip_secrets(job.definition)
+    properties["state"] = _echo(properties.get("state"), job.state)
+    status: dict[str, Any] = {
+        "executionCount": job.execution_count,
+        "failureCount": job.failure_count,
+        "faultedCount": job.faulted_count,
+    }
+    if job.last_execution_time is not None:
+        status["lastExecutionTime"] = isoformat_z(job.last_execution_time)
+    if job.next_execution_time is not None and job.state == "Enabled" and collection.state == "Enabled":
+        status["nextExecutionTime"] = isoformat_z(job.next_execution_time)
+    properties["status"] = status
+    return {
+        "id": job_id(collection, job),
+        "type": JOB_TYPE,
+        "name": f"{collection.name}/{job.name}",
+        "properties": properties,
+    }
+
+
+def history_to_wire(collection: JobCollectionRow, job: JobRow, entry: JobHistoryRow) -> dict[str, Any]:
+    properties: dict[str, Any] = {"startTime": isoformat_z(entry.start_time)}
+    if entry.end_time is not None:
+        properties["endTime"] = isoformat_z(entry.end_time)
+    if entry.expected_execution_time is not None:
+        properties["expectedExecutionTime"] = isoformat_z(entry.expected_execution_time)
+    properties.update(
+        actionName=entry.action_name,
+        status=entry.status,
+        message=entry.message,
+        retryCount=entry.retry_count,
+        repeatCount=entry.repeat_count,
+    )
+    return {
+        "id": f"{job_id(collection, job)}/history/{entry.history_id}",
+        "type": HISTORY_TYPE,
+        "name": f"{collection.name}/{job.name}/{entry.history_id}",
+        "properties": properties,
+    }
+
+
+def _echo(sent: object, canonical: str) -> str:
+    """The client's own spelling of a state while it still names the current state, else the canonical one."""
+    if isinstance(sent, str) and sent.lower() == canonical.lower():
+        return sent
+    return canonical

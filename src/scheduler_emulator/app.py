@@ -1,0 +1,46 @@
+"""Builds the FastAPI application and its lifespan (store opened and migrated on start, closed on stop)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from scheduler_emulator import __version__
+from scheduler_emulator.api import history, job_collections, jobs
+from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
+from scheduler_emulator.config import Settings
+from scheduler_emulator.domain.clock import Clock
+from scheduler_emulator.store.database import Database
+
+
+def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
+    """The service: ARM routes behind the ARM pipeline, over the store ``settings`` name."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        database = Database(settings.effective_database_url)
+        database.migrate()
+        app.state.database = database
+        try:
+            yield
+        finally:
+            database.dispose()
+
+    app = FastAPI(
+        title="Azure Scheduler emulator",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url="/_emulator/docs",
+        redoc_url=None,
+        openapi_url="/_emulator/openapi.json",
+    )
+    app.state.settings = settings
+    app.state.clock = clock or Clock()
+    app.include_router(job_collections.router)
+    app.include_router(jobs.router)
+    app.include_router(history.router)
+    install_error_handlers(app)
+    app.add_middleware(ArmPipeline)
+    return app

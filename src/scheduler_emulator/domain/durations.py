@@ -1,0 +1,54 @@
+"""Durations as the two client generations send them: ISO-8601 (``PT30S``, ``P1D``) and .NET TimeSpan
+(``00:00:30``, ``1.02:03:04``). The text is stored and echoed as received; this module only reads it."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+# Calendar units are approximated for limit checks only (a month as 30 days, a year as 365).
+_ISO = re.compile(
+    r"^P(?!$)(?:(?P<years>\d+(?:\.\d+)?)Y)?(?:(?P<months>\d+(?:\.\d+)?)M)?(?:(?P<weeks>\d+(?:\.\d+)?)W)?"
+    r"(?:(?P<days>\d+(?:\.\d+)?)D)?(?:T(?=\d)(?:(?P<hours>\d+(?:\.\d+)?)H)?(?:(?P<minutes>\d+(?:\.\d+)?)M)?"
+    r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$",
+    re.IGNORECASE,
+)
+_TIMESPAN = re.compile(
+    r"^(?:(?P<days>\d+)\.)?(?P<hours>\d{1,2}):(?P<minutes>\d{1,2})(?::(?P<seconds>\d{1,2}(?:\.\d{1,7})?))?$"
+)
+
+
+def parse_duration(text: str) -> timedelta:
+    """The length of an ISO-8601 or TimeSpan duration; ValueError with a readable reason otherwise."""
+    text = text.strip()
+    iso = _ISO.match(text)
+    if iso:
+        parts = {k: float(v) for k, v in iso.groupdict().items() if v is not None}
+        return timedelta(
+            days=parts.get("years", 0) * 365 + parts.get("months", 0) * 30 + parts.get("weeks", 0) * 7
+            + parts.get("days", 0),
+            hours=parts.get("hours", 0),
+            minutes=parts.get("minutes", 0),
+            seconds=parts.get("seconds", 0),
+        )
+    span = _TIMESPAN.match(text)
+    if span:
+        hours, minutes = int(span["hours"]), int(span["minutes"])
+        if hours > 23 or minutes > 59 or float(span["seconds"] or 0) >= 60:
+            raise ValueError(f"'{text}' is not a valid duration: hours must be 0-23, minutes and seconds 0-59")
+        return timedelta(
+            days=int(span["days"] or 0), hours=hours, minutes=minutes, seconds=float(span["seconds"] or 0)
+        )
+    raise ValueError(
+        f"'{text}' is not a duration: use ISO-8601 (e.g. 'PT30S', 'P1D') or a TimeSpan (e.g. '00:00:30')"
+    )
+
+
+def describe(delta: timedelta) -> str:
+    """A short human form (``15 seconds``, ``1 hour``) for messages."""
+    seconds = int(delta.total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = seconds // size
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{seconds} second{'s' if seconds != 1 else ''}"

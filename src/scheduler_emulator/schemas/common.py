@@ -1,0 +1,101 @@
+"""Building blocks of the wire models: case-insensitive enumerations, lenient lists, ARM field paths."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainValidator, ValidationError
+from pydantic.alias_generators import to_camel
+
+from scheduler_emulator.domain.durations import parse_duration
+from scheduler_emulator.domain.errors import FieldError
+
+T = TypeVar("T")
+
+
+class WireModel(BaseModel):
+    """camelCase on the wire, unknown members ignored (ARM clients send read-only fields back)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, extra="ignore", frozen=True)
+
+
+def CaseInsensitive(*values: str) -> Any:  # noqa: N802 - reads as a type
+    """A string enumeration matched case-insensitively; the validated value is the canonical spelling."""
+    lookup = {value.lower(): value for value in values}
+
+    def canonical(raw: object) -> str:
+        if isinstance(raw, str) and raw.lower() in lookup:
+            return lookup[raw.lower()]
+        raise ValueError(f"'{raw}' is not one of: {', '.join(values)}")
+
+    return Annotated[str, PlainValidator(canonical)]
+
+
+def _as_list(raw: object) -> object:
+    # Azure accepted a scalar where an array is expected ("minutes": 15).
+    return raw if isinstance(raw, list) or raw is None else [raw]
+
+
+LenientList = Annotated[list[T], BeforeValidator(_as_list)]
+
+
+def _aware(value: datetime) -> datetime:
+    # Times without an offset are UTC (SPEC §5).
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def _parse_datetime(raw: object) -> datetime:
+    if isinstance(raw, datetime):
+        return _aware(raw)
+    if not isinstance(raw, str):
+        raise ValueError("must be an ISO-8601 date and time string")
+    text = raw.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"'{raw}' is not an ISO-8601 date and time") from None
+    return _aware(parsed)
+
+
+DateTime = Annotated[datetime, PlainValidator(_parse_datetime)]
+
+
+def _check_duration(raw: object) -> str:
+    if not isinstance(raw, str):
+        raise ValueError("must be a duration string such as 'PT30S' or '00:00:30'")
+    parse_duration(raw)
+    return raw
+
+
+Duration = Annotated[str, PlainValidator(_check_duration)]
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """``('properties', 'recurrence', 'schedule', 'minutes', 2)`` → ``properties.recurrence.schedule.minutes[2]``."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def first_field_error(exc: ValidationError) -> FieldError:
+    """The first problem of a validation failure, as a FieldError with its full ARM path."""
+    error = exc.errors(include_url=False)[0]
+    path = field_path(tuple(error["loc"]))
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldError):
+        return FieldError(f"{path}.{cause.path}" if path else cause.path, cause.problem)
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "missing":
+        message = "is required"
+    elif error["type"] == "model_type" or error["type"] == "dict_type":
+        message = "must be a JSON object"
+    elif error["type"] == "list_type":
+        message = "must be a JSON array"
+    return FieldError(path or "body", message)

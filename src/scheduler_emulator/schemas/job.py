@@ -1,0 +1,296 @@
+"""Wire model of a job definition (``JobDefinition.properties``): shape, types, enumerations and the rules
+that need nothing but the definition itself. Plan- and time-dependent rules live in domain.job_rules."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import AliasChoices, Field, model_validator
+
+from scheduler_emulator.domain import recurrence as rec
+from scheduler_emulator.domain.errors import FieldError
+from scheduler_emulator.schemas.common import CaseInsensitive, DateTime, Duration, LenientList, WireModel
+
+ACTION_TYPES = ("Http", "Https", "StorageQueue", "ServiceBusQueue", "ServiceBusTopic")
+PAYLOAD_OF = {
+    "Http": "request",
+    "Https": "request",
+    "StorageQueue": "queueMessage",
+    "ServiceBusQueue": "serviceBusQueueMessage",
+    "ServiceBusTopic": "serviceBusTopicMessage",
+}
+HTTP_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE")
+WEEK_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+FREQUENCIES = ("Minute", "Hour", "Day", "Week", "Month")
+MAX_INTERVAL = {"Minute": 1000, "Hour": 1000, "Day": 548, "Week": 78, "Month": 18}
+MAX_HEADERS = 50
+MAX_HEADERS_CHARS = 4096
+MAX_BODY_CHARS = 8192
+SECRET_FIELDS = ("password", "pfx", "secret")  # of authentication objects; plus service bus sasKey
+
+WeekDay = CaseInsensitive(*WEEK_DAYS)
+
+
+class HttpAuthentication(WireModel):
+    type: CaseInsensitive("ClientCertificate", "ActiveDirectoryOAuth", "Basic", "NotSpecified")  # type: ignore[valid-type]
+    username: str | None = None
+    password: str | None = None
+    pfx: str | None = None
+    secret: str | None = None
+    tenant: str | None = None
+    audience: str | None = None
+    client_id: str | None = None
+
+    @model_validator(mode="after")
+    def _required_for_type(self) -> HttpAuthentication:
+        required = {
+            "Basic": ("username", "password"),
+            "ClientCertificate": ("pfx",),
+            "ActiveDirectoryOAuth": ("tenant", "audience", "client_id", "secret"),
+        }.get(self.type, ())
+        for name in required:
+            if not getattr(self, name):
+                wire = "clientId" if name == "client_id" else name
+                raise FieldError(wire, f"is required for {self.type} authentication")
+        return self
+
+
+class HttpRequest(WireModel):
+    uri: str
+    method: str
+    body: str | None = None
+    headers: dict[str, str] | None = None
+    authentication: HttpAuthentication | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> HttpRequest:
+        parts = urlsplit(self.uri)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise FieldError("uri", f"'{self.uri}' is not an absolute http or https URI")
+        if self.method.upper() not in HTTP_METHODS:
+            raise FieldError("method", f"'{self.method}' is not one of: {', '.join(HTTP_METHODS)}")
+        if self.headers is not None:
+            if len(self.headers) > MAX_HEADERS:
+                raise FieldError("headers", f"has {len(self.headers)} headers; at most {MAX_HEADERS} are allowed")
+            total = sum(len(k) + len(v) for k, v in self.headers.items())
+            if total > MAX_HEADERS_CHARS:
+                raise FieldError("headers", f"are {total} characters in total; at most {MAX_HEADERS_CHARS} are allowed")
+            for name in self.headers:
+                if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
+                    raise FieldError("headers", f"'{name}' is not a valid header name")
+        if self.body is not None and len(self.body) > MAX_BODY_CHARS:
+            raise FieldError("body", f"is {len(self.body)} characters long; at most {MAX_BODY_CHARS} are allowed")
+        return self
+
+
+class StorageQueueMessage(WireModel):
+    storage_account: str = Field(min_length=1)
+    queue_name: str = Field(min_length=1)
+    sas_token: str = Field(min_length=1)
+    message: str
+
+
+class ServiceBusAuthentication(WireModel):
+    sas_key: str | None = None
+    sas_key_name: str | None = None
+    type: CaseInsensitive("NotSpecified", "SharedAccessKey") | None = None  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _required(self) -> ServiceBusAuthentication:
+        for name, wire in (("sas_key_name", "sasKeyName"), ("sas_key", "sasKey")):
+            if not getattr(self, name):
+                raise FieldError(wire, "is required")
+        return self
+
+
+class BrokeredMessageProperties(WireModel):
+    content_type: str | None = None
+    correlation_id: str | None = None
+    force_persistence: bool | None = None
+    label: str | None = None
+    message_id: str | None = None
+    partition_key: str | None = None
+    reply_to: str | None = None
+    reply_to_session_id: str | None = None
+    scheduled_enqueue_time_utc: DateTime | None = None
+    session_id: str | None = None
+    time_to_live: Duration | None = None
+    to: str | None = None
+    via_partition_key: str | None = None
+
+
+class ServiceBusMessage(WireModel):
+    authentication: ServiceBusAuthentication
+    brokered_message_properties: BrokeredMessageProperties | None = None
+    custom_message_properties: dict[str, str] | None = None
+    message: str | None = None
+    namespace: str = Field(min_length=1)
+    transport_type: CaseInsensitive("NotSpecified", "NetMessaging", "AMQP") | None = None  # type: ignore[valid-type]
+
+
+class ServiceBusQueueMessage(ServiceBusMessage):
+    queue_name: str = Field(min_length=1)
+
+
+class ServiceBusTopicMessage(ServiceBusMessage):
+    topic_path: str = Field(min_length=1)
+
+
+class RetryPolicy(WireModel):
+    retry_type: CaseInsensitive("None", "Fixed") | None = None  # type: ignore[valid-type]
+    retry_interval: Duration | None = None
+    retry_count: int | None = Field(None, ge=0, le=20)
+
+
+class _ActionBase(WireModel):
+    type: CaseInsensitive(*ACTION_TYPES)  # type: ignore[valid-type]
+    request: HttpRequest | None = None
+    queue_message: StorageQueueMessage | None = None
+    service_bus_queue_message: ServiceBusQueueMessage | None = None
+    service_bus_topic_message: ServiceBusTopicMessage | None = None
+    retry_policy: RetryPolicy | None = None
+
+    @model_validator(mode="after")
+    def _payload_matches_type(self) -> _ActionBase:
+        wanted = PAYLOAD_OF[self.type]
+        for name, wire in (
+            ("request", "request"),
+            ("queue_message", "queueMessage"),
+            ("service_bus_queue_message", "serviceBusQueueMessage"),
+            ("service_bus_topic_message", "serviceBusTopicMessage"),
+        ):
+            present = getattr(self, name) is not None
+            if wire == wanted and not present:
+                raise FieldError(wire, f"is required when the action type is '{self.type}'")
+            if wire != wanted and present:
+                raise FieldError(wire, f"cannot be used with action type '{self.type}' (it takes '{wanted}')")
+        if self.type == "Https" and self.request and urlsplit(self.request.uri).scheme.lower() != "https":
+            raise FieldError("request.uri", "must be an https URI for an Https action")
+        return self
+
+    @property
+    def authentication(self) -> HttpAuthentication | None:
+        return self.request.authentication if self.request else None
+
+
+class JobErrorAction(_ActionBase):
+    pass
+
+
+class JobAction(_ActionBase):
+    error_action: JobErrorAction | None = None
+
+
+class MonthlyOccurrence(WireModel):
+    day: WeekDay  # type: ignore[valid-type]
+    occurrence: int | None = Field(None, validation_alias=AliasChoices("occurrence", "Occurrence"))
+
+    @model_validator(mode="after")
+    def _range(self) -> MonthlyOccurrence:
+        if self.occurrence is not None and not (1 <= abs(self.occurrence) <= 5):
+            raise FieldError("occurrence", f"{self.occurrence} is outside 1..5 and -5..-1")
+        return self
+
+
+class Schedule(WireModel):
+    week_days: LenientList[WeekDay] | None = None  # type: ignore[valid-type]
+    hours: LenientList[int] | None = None
+    minutes: LenientList[int] | None = None
+    month_days: LenientList[int] | None = None
+    monthly_occurrences: LenientList[MonthlyOccurrence] | None = None
+
+    @model_validator(mode="after")
+    def _ranges(self) -> Schedule:
+        for wire, values, low, high in (("hours", self.hours, 0, 23), ("minutes", self.minutes, 0, 59)):
+            for index, value in enumerate(values or ()):
+                if not low <= value <= high:
+                    raise FieldError(f"{wire}[{index}]", f"{value} is outside {low}..{high}")
+        for index, day in enumerate(self.month_days or ()):
+            if day == 0 or not -31 <= day <= 31:
+                raise FieldError(f"monthDays[{index}]", f"{day} is outside 1..31 and -31..-1")
+        return self
+
+
+class Recurrence(WireModel):
+    frequency: CaseInsensitive(*FREQUENCIES)  # type: ignore[valid-type]
+    interval: int | None = None
+    count: int | None = Field(None, ge=1)
+    end_time: DateTime | None = None
+    schedule: Schedule | None = None
+
+    @model_validator(mode="after")
+    def _rules(self) -> Recurrence:
+        limit = MAX_INTERVAL[self.frequency]
+        if self.interval is not None and not 1 <= self.interval <= limit:
+            raise FieldError("interval", f"{self.interval} is outside 1..{limit} for frequency {self.frequency}")
+        schedule = self.schedule
+        if schedule is not None:
+            if schedule.week_days and self.frequency != "Week":
+                raise FieldError("schedule.weekDays", "can only be used with frequency Week")
+            if schedule.month_days and self.frequency != "Month":
+                raise FieldError("schedule.monthDays", "can only be used with frequency Month")
+            if schedule.monthly_occurrences and self.frequency != "Month":
+                raise FieldError("schedule.monthlyOccurrences", "can only be used with frequency Month")
+        return self
+
+
+class JobProperties(WireModel):
+    start_time: DateTime | None = None
+    action: JobAction
+    recurrence: Recurrence | None = None
+    state: CaseInsensitive("Enabled", "Disabled") | None = None  # type: ignore[valid-type]
+
+    def timing(self) -> rec.Timing:
+        """The schedule part of the definition, in the recurrence engine's terms."""
+        return rec.Timing(start_time=self.start_time, recurrence=_domain_recurrence(self.recurrence))
+
+
+class JobDefinitionIn(WireModel):
+    properties: JobProperties
+
+
+def _domain_recurrence(recurrence: Recurrence | None) -> rec.Recurrence | None:
+    if recurrence is None:
+        return None
+    schedule = None
+    if recurrence.schedule is not None:
+        s = recurrence.schedule
+        schedule = rec.Schedule(
+            minutes=tuple(sorted(set(s.minutes or ()))),
+            hours=tuple(sorted(set(s.hours or ()))),
+            week_days=tuple(sorted({WEEK_DAYS.index(d) for d in s.week_days or ()})),
+            month_days=tuple(sorted(set(s.month_days or ()))),
+            monthly_occurrences=tuple(
+                rec.MonthlyOccurrence(day=WEEK_DAYS.index(o.day), occurrence=o.occurrence)
+                for o in s.monthly_occurrences or ()
+            ),
+        )
+    return rec.Recurrence(
+        frequency=rec.Frequency(recurrence.frequency),
+        interval=recurrence.interval or 1,
+        count=recurrence.count,
+        end_time=recurrence.end_time,
+        schedule=schedule,
+    )
+
+
+def strip_secrets(properties: dict[str, Any]) -> dict[str, Any]:
+    """A copy of stored job properties without write-only secrets, for responses."""
+    import copy
+
+    result = copy.deepcopy(properties)
+    action = result.get("action")
+    for act in (action, action.get("errorAction") if isinstance(action, dict) else None):
+        if not isinstance(act, dict):
+            continue
+        request = act.get("request")
+        if isinstance(request, dict) and isinstance(request.get("authentication"), dict):
+            for secret in SECRET_FIELDS:
+                request["authentication"].pop(secret, None)
+        for payload in ("serviceBusQueueMessage", "serviceBusTopicMessage"):
+            message = act.get(payload)
+            if isinstance(message, dict) and isinstance(message.get("authentication"), dict):
+                message["authentication"].pop("sasKey", None)
+    return result

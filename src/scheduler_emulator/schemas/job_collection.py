@@ -1,0 +1,58 @@
+"""Wire model of a job collection (``JobCollectionDefinition``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from scheduler_emulator.domain import plans
+from scheduler_emulator.schemas.common import CaseInsensitive, WireModel
+from scheduler_emulator.schemas.job import FREQUENCIES, MAX_INTERVAL
+
+
+class Sku(WireModel):
+    name: CaseInsensitive(*plans.SKUS) | None = None  # type: ignore[valid-type]
+
+
+class MaxRecurrence(WireModel):
+    frequency: CaseInsensitive(*FREQUENCIES)  # type: ignore[valid-type]
+    interval: int = Field(1, ge=1, le=max(MAX_INTERVAL.values()))
+
+
+class Quota(WireModel):
+    max_job_count: int | None = Field(None, ge=1)
+    max_job_occurrence: int | None = Field(None, ge=1)
+    max_recurrence: MaxRecurrence | None = None
+
+    def domain(self) -> plans.Quota:
+        return plans.Quota(
+            max_job_count=self.max_job_count,
+            max_job_occurrence=self.max_job_occurrence,
+            max_recurrence=(self.max_recurrence.frequency, self.max_recurrence.interval)
+            if self.max_recurrence
+            else None,
+        )
+
+
+class JobCollectionProperties(WireModel):
+    sku: Sku | None = None
+    state: CaseInsensitive("Enabled", "Disabled") | None = None  # type: ignore[valid-type]
+    quota: Quota | None = None
+
+    @property
+    def sku_name(self) -> str:
+        return (self.sku.name if self.sku else None) or plans.DEFAULT_SKU
+
+
+class JobCollectionIn(WireModel):
+    location: str = Field(min_length=1)
+    tags: dict[str, str] | None = None
+    properties: JobCollectionProperties | None = None
+
+
+def stored_limits(sku: str, properties: dict[str, Any]) -> plans.Limits:
+    """The limits of a stored collection (its properties were validated when written)."""
+    quota = properties.get("quota")
+    parsed = Quota.model_validate(quota).domain() if isinstance(quota, dict) else plans.Quota()
+    return plans.collection_limits(sku, parsed)
