@@ -1,0 +1,198 @@
+"""Every command-line flag and its environment variable, observed on a started server."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def create_collection(server: ServerProcess, names: Names) -> None:
+    with server.client() as client:
+        response = client.put(names.collection_path, params={"api-version": API}, json={"location": "westus"})
+        assert response.status_code == 201, response.text
+
+
+def collection_status(server: ServerProcess, names: Names) -> int:
+    with server.client() as client:
+        return client.get(names.collection_path, params={"api-version": API}).status_code
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scheduler_emulator", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+    )
+
+
+@pytest.fixture
+def started(tmp_path: Path):  # type: ignore[no-untyped-def]
+    servers: list[ServerProcess] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> ServerProcess:
+        server = ServerProcess(list(args), env=env or {}).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def test_host_flag_binds_the_given_interface(started, tmp_path: Path) -> None:
+    server = started("--host", "127.0.0.2", "--port", "0", "--data-dir", str(tmp_path))
+    assert server.url.startswith("http://127.0.0.2:")
+    create_collection(server, Names())
+
+
+def test_default_host_is_loopback(started, tmp_path: Path) -> None:
+    server = started("--port", "0", "--data-dir", str(tmp_path))
+    assert server.url.startswith("http://127.0.0.1:")
+
+
+def test_port_flag_and_its_environment_variable(started, tmp_path: Path) -> None:
+    port = free_port()
+    server = started("--port", str(port), "--data-dir", str(tmp_path / "a"))
+    assert server.url == f"http://127.0.0.1:{port}"
+    env_port = free_port()
+    by_env = started("--data-dir", str(tmp_path / "b"), env={"SCHEDULER_PORT": str(env_port)})
+    assert by_env.url == f"http://127.0.0.1:{env_port}"
+
+
+def test_data_dir_holds_the_sqlite_file_and_survives_a_restart(started, tmp_path: Path) -> None:
+    data_dir = tmp_path / "state"
+    names = Names()
+    first = started("--port", "0", "--data-dir", str(data_dir))
+    create_collection(first, names)
+    assert (data_dir / "scheduler.db").is_file()
+    first.stop()
+    second = started("--port", "0", "--data-dir", str(data_dir))
+    assert collection_status(second, names) == 200
+
+
+def test_in_memory_keeps_nothing(started, tmp_path: Path) -> None:
+    names = Names()
+    first = started("--port", "0", "--in-memory", "--data-dir", str(tmp_path))
+    create_collection(first, names)
+    assert collection_status(first, names) == 200
+    assert not (tmp_path / "scheduler.db").exists()
+    first.stop()
+    second = started("--port", "0", "--in-memory", "--data-dir", str(tmp_path))
+    assert collection_status(second, names) == 404
+
+
+def test_database_url_stores_in_postgresql(started, tmp_path: Path) -> None:
+    require_postgres()
+    import psycopg
+
+    database = PostgresDatabase().create()
+    try:
+        names = Names()
+        server = started("--port", "0", "--data-dir", str(tmp_path), "--database-url", database.url)
+        create_collection(server, names)
+        with psycopg.connect(database.url) as conn:
+            stored = conn.execute("SELECT name FROM job_collections").fetchall()
+        assert stored == [(names.collection,)]
+        assert not (tmp_path / "scheduler.db").exists()
+        server.stop()
+    finally:
+        database.drop()
+
+
+def test_https_generates_a_certificate_once_and_reuses_it(started, tmp_path: Path) -> None:
+    first = started("--port", "0", "--https", "--data-dir", str(tmp_path))
+    assert first.url.startswith("https://127.0.0.1:")
+    assert first.cert_path == (tmp_path / "tls" / "cert.pem").resolve()
+    generated = first.cert_path.read_bytes()
+    create_collection(first, Names())
+    with pytest.raises(httpx.ConnectError):  # an untrusting client refuses the self-signed certificate
+        httpx.get(first.url + "/subscriptions/s/providers/Microsoft.Scheduler/jobCollections",
+                  params={"api-version": API})
+    first.stop()
+    second = started("--port", "0", "--https", "--data-dir", str(tmp_path))
+    assert second.cert_path is not None and second.cert_path.read_bytes() == generated
+    create_collection(second, Names())
+
+
+def _write_certificate(directory: Path) -> tuple[Path, Path, x509.Certificate]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "operator-cert")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "op-cert.pem", directory / "op-key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path, certificate
+
+
+def test_cert_and_key_serve_the_operators_certificate(started, tmp_path: Path) -> None:
+    cert_path, key_path, certificate = _write_certificate(tmp_path)
+    server = started("--port", "0", "--data-dir", str(tmp_path), "--cert", str(cert_path), "--key", str(key_path))
+    assert server.url.startswith("https://")
+    host, port = server.url.removeprefix("https://").rsplit(":", 1)
+    served = ssl.get_server_certificate((host, int(port)))
+    assert x509.load_pem_x509_certificate(served.encode()) == certificate
+    assert not (tmp_path / "tls").exists()  # no self-signed certificate was generated
+
+
+def test_log_level_controls_the_access_log(started, tmp_path: Path) -> None:
+    names = Names()
+    quiet = started("--port", "0", "--data-dir", str(tmp_path / "q"), "--log-level", "warning")
+    create_collection(quiet, names)
+    chatty = started("--port", "0", "--data-dir", str(tmp_path / "c"), "--log-level", "info")
+    create_collection(chatty, names)
+    quiet.stop()
+    chatty.stop()
+    assert names.collection not in quiet.log
+    assert any(names.collection in line and "201" in line for line in chatty.output)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--in-memory", "--database-url", "sqlite:////tmp/x.db"], "--in-memory and --database-url cannot be used together"),
+        (["--cert", "/tmp/c.pem"], "--cert and --key must be given together"),
+        (["--key", "/tmp/k.pem"], "--cert and --key must be given together"),
+        (["--port", "70000"], "--port"),
+        (["--log-level", "loud"], "--log-level"),
+    ],
+)
+def test_conflicting_or_invalid_flags_fail_at_start(args: list[str], message: str) -> None:
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Listening" not in result.stdout
+
+
+def test_missing_certificate_file_fails_at_start(tmp_path: Path) -> None:
+    result = run_cli("--cert", str(tmp_path / "nope.pem"), "--key", str(tmp_path / "nope.key"), "--port", "0")
+    assert result.returncode == 2
+    assert "nope.pem does not exist" in result.stderr
