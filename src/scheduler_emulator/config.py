@@ -30,6 +30,19 @@ class Settings(BaseSettings):
     cert: Path | None = Field(None, description="PEM certificate for HTTPS (implies --https).")
     key: Path | None = Field(None, description="PEM private key for HTTPS (implies --https).")
     log_level: LogLevel = Field("info", description="Log verbosity.")
+    dispatcher: bool = Field(True, description="Run the dispatcher that fires jobs (off: API only).")
+    min_retry_interval: float = Field(
+        15.0, gt=0, le=15.0,
+        description="Shortest retryInterval (seconds) a Standard/Premium job may ask for; lower it for fast tests.",
+    )
+    action_timeout: float = Field(60.0, gt=0, le=60.0, description="Seconds an action may take before it fails.")
+    poll_interval: float = Field(5.0, gt=0, description="Seconds between due-job checks when nothing wakes the dispatcher.")
+    lease_seconds: float = Field(30.0, gt=0, description="How long a claimed job stays leased without renewal.")
+    history_max_entries: int = Field(1000, ge=1, description="History entries kept per job.")
+    history_max_age_days: float = Field(60.0, gt=0, description="Days a history entry is kept.")
+    finished_job_retention_days: float = Field(
+        60.0, gt=0, description="Days a Completed or Faulted job is kept before it is deleted."
+    )
 
     @model_validator(mode="after")
     def _check_combination(self) -> Settings:
@@ -91,6 +104,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cert", type=Path, help=describe("cert"))
     parser.add_argument("--key", type=Path, help=describe("key"))
     parser.add_argument("--log-level", choices=list(LogLevel.__args__), help=describe("log_level"))
+    parser.add_argument(
+        "--dispatcher", action=argparse.BooleanOptionalAction, default=None, help=describe("dispatcher")
+    )
+    parser.add_argument("--min-retry-interval", type=float, help=describe("min_retry_interval"))
+    parser.add_argument("--action-timeout", type=float, help=describe("action_timeout"))
+    parser.add_argument("--poll-interval", type=float, help=describe("poll_interval"))
+    parser.add_argument("--lease-seconds", type=float, help=describe("lease_seconds"))
+    parser.add_argument("--history-max-entries", type=int, help=describe("history_max_entries"))
+    parser.add_argument("--history-max-age-days", type=float, help=describe("history_max_age_days"))
+    parser.add_argument("--finished-job-retention-days", type=float, help=describe("finished_job_retention_days"))
     return parser
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -54,6 +54,11 @@ def clock(request: Request) -> Clock:
 
 def now(request: Request) -> datetime:
     return clock(request).now()
+
+
+def retry_floor(request: Request) -> timedelta:
+    """The operator's retry-interval floor for paid plans (``--min-retry-interval``)."""
+    return timedelta(seconds=request.app.state.settings.min_retry_interval)
 
 
 async def in_session(request: Request, work: Callable[[Session], T]) -> T:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
-from scheduler_emulator.api.context import in_session, json_object, now, validated
+from scheduler_emulator.api.context import in_session, json_object, now, retry_floor, validated
 from scheduler_emulator.api.jobs import check_definition, collection_or_404, first_run
 from scheduler_emulator.api.paging import list_body, page_of
 from scheduler_emulator.api.rendering import collection_to_wire
@@ -64,12 +64,13 @@ def _write(
     body: dict[str, Any],
     existing: JobCollectionRow | None,
     moment: datetime,
+    floor: timedelta,
 ) -> JobCollectionRow:
     spec = validated(JobCollectionIn, body)
     properties = spec.properties
     sku = properties.sku_name if properties else plans.DEFAULT_SKU
     raw_properties: dict[str, Any] = dict(body.get("properties") or {})
-    limits = stored_limits(sku, raw_properties)
+    limits = stored_limits(sku, raw_properties, floor)
     _check_plan_change(session, existing, subscription_id, sku, limits, moment)
     collection = existing or JobCollectionRow(
         subscription_id=subscription_id,
@@ -97,11 +98,11 @@ async def create_or_replace_collection(
     request: Request, subscription_id: str, resource_group: str, collection_name: str
 ) -> Response:
     body = await json_object(request)
-    moment = now(request)
+    moment, floor = now(request), retry_floor(request)
 
     def work(session: Session) -> tuple[int, dict[str, Any]]:
         existing = repo.find_collection(session, subscription_id, resource_group, collection_name)
-        collection = _write(session, subscription_id, resource_group, collection_name, body, existing, moment)
+        collection = _write(session, subscription_id, resource_group, collection_name, body, existing, moment, floor)
         return (200 if existing else 201), collection_to_wire(collection)
 
     status, wire = await in_session(request, work)
@@ -111,7 +112,7 @@ async def create_or_replace_collection(
 @router.patch(RESOURCE_GROUP_LIST + "/{collection_name}")
 async def patch_collection(request: Request, subscription_id: str, resource_group: str, collection_name: str) -> Response:
     patch = await json_object(request)
-    moment = now(request)
+    moment, floor = now(request), retry_floor(request)
 
     def work(session: Session) -> dict[str, Any]:
         existing = collection_or_404(session, subscription_id, resource_group, collection_name)
@@ -122,7 +123,7 @@ async def patch_collection(request: Request, subscription_id: str, resource_grou
         elif existing.tags:
             merged["tags"] = existing.tags
         collection = _write(
-            session, existing.subscription_id, existing.resource_group, existing.name, merged, existing, moment
+            session, existing.subscription_id, existing.resource_group, existing.name, merged, existing, moment, floor
         )
         return collection_to_wire(collection)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
-from scheduler_emulator.api.context import in_session, json_object, now, validated
+from scheduler_emulator.api.context import in_session, json_object, now, retry_floor, validated
 from scheduler_emulator.api.paging import equality_filter, list_body, page_of
 from scheduler_emulator.api.rendering import job_to_wire
 from scheduler_emulator.domain import recurrence as rec
@@ -129,13 +129,14 @@ def _write(
     existing: JobRow | None,
     moment: datetime,
     new_series: bool,
+    floor: timedelta,
 ) -> JobRow:
     """Validate ``raw`` (the job's properties) against every rule and store it."""
     raw.pop("status", None)
     if len(json.dumps(raw, separators=(",", ":"))) > MAX_DEFINITION_BYTES:
         raise errors.request_too_large("job definition", MAX_DEFINITION_BYTES, len(json.dumps(raw, separators=(",", ":"))))
     properties = validated(JobDefinitionIn, {"properties": raw}).properties
-    limits = collection_limits_of(collection)
+    limits = collection_limits_of(collection, floor)
     if existing is None:
         check_job_count(repo.count_jobs(session, collection), limits)
     origin = moment if new_series or existing is None else existing.series_origin
@@ -164,9 +165,9 @@ def _write(
     return job
 
 
-def collection_limits_of(collection: JobCollectionRow) -> Limits:
+def collection_limits_of(collection: JobCollectionRow, floor: timedelta) -> Limits:
     """The collection's plan tightened by its quota."""
-    return stored_limits(collection.sku, collection.properties)
+    return stored_limits(collection.sku, collection.properties, floor)
 
 
 def _refuse_final(job: JobRow) -> None:
@@ -182,7 +183,7 @@ async def create_or_replace_job(
     raw = body.get("properties")
     if not isinstance(raw, dict):
         raise errors.invalid_field("properties", "is required and must be a JSON object")
-    moment = now(request)
+    moment, floor = now(request), retry_floor(request)
 
     def work(session: Session) -> tuple[int, dict[str, Any]]:
         collection = collection_or_404(session, subscription_id, resource_group, collection_name)
@@ -191,7 +192,7 @@ async def create_or_replace_job(
         if existing is not None:
             _refuse_final(existing)
             definition = keep_omitted_secrets(raw, existing.definition)
-        job = _write(session, collection, job_name, definition, existing, moment, new_series=True)
+        job = _write(session, collection, job_name, definition, existing, moment, True, floor)
         return (200 if existing else 201), job_to_wire(collection, job)
 
     status, wire = await in_session(request, work)
@@ -206,7 +207,7 @@ async def patch_job(
     patch = body.get("properties", {})
     if patch is not None and not isinstance(patch, dict):
         raise errors.invalid_field("properties", "must be a JSON object")
-    moment = now(request)
+    moment, floor = now(request), retry_floor(request)
 
     def work(session: Session) -> dict[str, Any]:
         collection = collection_or_404(session, subscription_id, resource_group, collection_name)
@@ -214,7 +215,7 @@ async def patch_job(
         _refuse_final(job)
         merged = merge_patch(job.definition, patch or {})
         timing_changed = any(merged.get(k) != job.definition.get(k) for k in ("startTime", "recurrence"))
-        job = _write(session, collection, job.name, merged, job, moment, new_series=timing_changed)
+        job = _write(session, collection, job.name, merged, job, moment, timing_changed, floor)
         return job_to_wire(collection, job)
 
     return JSONResponse(await in_session(request, work))

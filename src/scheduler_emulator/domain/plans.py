@@ -65,8 +65,10 @@ def recurrence_period(frequency: str, interval: int) -> timedelta:
     return UNIT_MIN_LENGTH[frequency] * interval
 
 
-def collection_limits(sku: str, quota: Quota) -> Limits:
-    """The effective limits; FieldError when the quota tries to loosen the plan."""
+def collection_limits(sku: str, quota: Quota, retry_floor: timedelta | None = None) -> Limits:
+    """The effective limits; FieldError when the quota tries to loosen the plan.
+
+    ``retry_floor`` is the operator's lower retry-interval floor for paid plans (never above 15 s)."""
     plan = PLANS[sku]
     max_jobs = plan.max_jobs
     if quota.max_job_count is not None:
@@ -90,7 +92,9 @@ def collection_limits(sku: str, quota: Quota) -> Limits:
         sku=sku,
         max_jobs=max_jobs,
         min_recurrence=min_recurrence,
-        min_retry_interval=plan.min_retry_interval,
+        min_retry_interval=min(plan.min_retry_interval, retry_floor)
+        if retry_floor is not None and sku != FREE
+        else plan.min_retry_interval,
         allows_authentication=plan.allows_authentication,
         max_job_occurrence=quota.max_job_occurrence,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from pydantic import Field
@@ -51,8 +52,8 @@ class JobCollectionIn(WireModel):
     properties: JobCollectionProperties | None = None
 
 
-def stored_limits(sku: str, properties: dict[str, Any]) -> plans.Limits:
-    """The limits of a stored collection (its properties were validated when written)."""
+def stored_limits(sku: str, properties: dict[str, Any], retry_floor: timedelta | None = None) -> plans.Limits:
+    """The limits of a collection's plan and quota (raw properties as stored or sent)."""
     quota = properties.get("quota")
     parsed = Quota.model_validate(quota).domain() if isinstance(quota, dict) else plans.Quota()
-    return plans.collection_limits(sku, parsed)
+    return plans.collection_limits(sku, parsed, retry_floor)
