@@ -82,8 +82,6 @@ def upgrade() -> None:
         batch_op.create_index('ix_job_history_job_id_id', ['job_id', 'id'], unique=False)
 
 
-
-
 def downgrade() -> None:
     
     with op.batch_alter_table('job_history', schema=None) as batch_op:

@@ -11,6 +11,8 @@ from scheduler_emulator import __version__
 from scheduler_emulator.api import history, job_collections, jobs
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
 from scheduler_emulator.config import Settings
+from scheduler_emulator.dispatcher.firing import Actions
+from scheduler_emulator.dispatcher.loop import Dispatcher
 from scheduler_emulator.domain.clock import Clock
 from scheduler_emulator.store.database import Database
 
@@ -23,9 +25,18 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
         database = Database(settings.effective_database_url)
         database.migrate()
         app.state.database = database
+        dispatcher = None
+        if settings.dispatcher:
+            actions = Actions(settings.action_timeout)
+            dispatcher = Dispatcher(database, app.state.clock, settings, actions)
+            dispatcher.start()
+        app.state.dispatcher = dispatcher
         try:
             yield
         finally:
+            if dispatcher is not None:
+                await dispatcher.stop()
+                await actions.close()
             database.dispose()
 
     app = FastAPI(

@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> None:
 def serve(settings: Settings) -> None:
     """Run the service in the foreground until interrupted."""
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
     ssl: dict[str, str] = {}
     if settings.https:
         if settings.cert and settings.key:

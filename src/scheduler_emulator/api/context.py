@@ -56,13 +56,21 @@ def now(request: Request) -> datetime:
     return clock(request).now()
 
 
+def wake_dispatcher(request: Request) -> None:
+    """Tell this process's dispatcher that a job may have become due earlier."""
+    dispatcher = getattr(request.app.state, "dispatcher", None)
+    if dispatcher is not None:
+        dispatcher.wake()
+
+
 def retry_floor(request: Request) -> timedelta:
     """The operator's retry-interval floor for paid plans (``--min-retry-interval``)."""
     return timedelta(seconds=request.app.state.settings.min_retry_interval)
 
 
-async def in_session(request: Request, work: Callable[[Session], T]) -> T:
-    """Run ``work`` in one store transaction on a worker thread; domain errors become ARM errors."""
+async def in_session(request: Request, work: Callable[[Session], T], wake: bool = False) -> T:
+    """Run ``work`` in one store transaction on a worker thread; domain errors become ARM errors.
+    ``wake``: the work may make a job due earlier, so wake the dispatcher once it is committed."""
     database: Database = request.app.state.database
 
     def run() -> T:
@@ -70,7 +78,7 @@ async def in_session(request: Request, work: Callable[[Session], T]) -> T:
             return work(session)
 
     try:
-        return await run_in_threadpool(run)
+        result = await run_in_threadpool(run)
     except FieldError as exc:
         raise errors.from_field_error(exc) from None
     except Conflict as exc:
@@ -79,3 +87,6 @@ async def in_session(request: Request, work: Callable[[Session], T]) -> T:
         if database.is_disconnect(exc):
             raise errors.service_unavailable("The database is unreachable; try again shortly.") from None
         raise
+    if wake:
+        wake_dispatcher(request)
+    return result

@@ -105,7 +105,7 @@ async def create_or_replace_collection(
         collection = _write(session, subscription_id, resource_group, collection_name, body, existing, moment, floor)
         return (200 if existing else 201), collection_to_wire(collection)
 
-    status, wire = await in_session(request, work)
+    status, wire = await in_session(request, work, wake=True)
     return JSONResponse(wire, status_code=status)
 
 
@@ -127,7 +127,7 @@ async def patch_collection(request: Request, subscription_id: str, resource_grou
         )
         return collection_to_wire(collection)
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_session(request, work, wake=True))
 
 
 @router.get(RESOURCE_GROUP_LIST + "/{collection_name}")
@@ -155,6 +155,7 @@ async def _set_state(request: Request, subscription_id: str, resource_group: str
         collection.state = state
         collection.updated_at = moment
         for job in repo.set_jobs_state(session, collection, state, moment):
+            job.version += 1
             if state == "Enabled":
                 job.series_origin = moment  # enabling recomputes from now
                 properties = JobDefinitionIn.model_validate({"properties": job.definition}).properties
@@ -162,7 +163,7 @@ async def _set_state(request: Request, subscription_id: str, resource_group: str
             else:
                 job.next_execution_time = None
 
-    await in_session(request, work)
+    await in_session(request, work, wake=True)
     return Response(status_code=200)
 
 

@@ -155,6 +155,7 @@ def _write(
     if existing is not None and existing.state == "Disabled" and state == "Enabled":
         origin = moment  # enabling recomputes from now
     job.definition = raw
+    job.version = (existing.version + 1) if existing is not None else 1
     job.state = state
     job.series_origin = origin
     job.next_execution_time = first_run(properties, origin) if state == "Enabled" else None
@@ -195,7 +196,7 @@ async def create_or_replace_job(
         job = _write(session, collection, job_name, definition, existing, moment, True, floor)
         return (200 if existing else 201), job_to_wire(collection, job)
 
-    status, wire = await in_session(request, work)
+    status, wire = await in_session(request, work, wake=True)
     return JSONResponse(wire, status_code=status)
 
 
@@ -218,7 +219,7 @@ async def patch_job(
         job = _write(session, collection, job.name, merged, job, moment, timing_changed, floor)
         return job_to_wire(collection, job)
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_session(request, work, wake=True))
 
 
 @router.get(JOB)
@@ -255,7 +256,7 @@ async def run_job(
         job = job_or_404(session, collection, job_name)
         repo.request_run(session, job, moment)
 
-    await in_session(request, work)
+    await in_session(request, work, wake=True)
     return Response(status_code=200)
 
 

@@ -84,6 +84,12 @@ class JobRow(Base):
     next_execution_time: Mapped[datetime | None]
     # Set by POST .../run: one extra occurrence is due now (the dispatcher clears it when it fires).
     run_requested_at: Mapped[datetime | None]
+    # Bumped by every API write, so the dispatcher can tell whether the definition changed under an attempt.
+    version: Mapped[int] = mapped_column(default=1)
+    repeat_count: Mapped[int] = mapped_column(default=0)  # occurrences started so far
+    lease_owner: Mapped[str | None] = mapped_column(String(64))
+    lease_until: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]  # when the job became Completed or Faulted
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 
@@ -103,3 +109,20 @@ class JobHistoryRow(Base):
     message: Mapped[str] = mapped_column(Text, default="")
     retry_count: Mapped[int] = mapped_column(default=0)
     repeat_count: Mapped[int] = mapped_column(default=0)
+
+
+class OccurrenceRow(Base):
+    """One occurrence of a job, claimed by one dispatcher. The unique key makes a double fire impossible
+    to record; ``finished_at`` stays empty while it runs, so a crashed owner's occurrence can be taken over."""
+
+    __tablename__ = "job_occurrences"
+    __table_args__ = (UniqueConstraint("job_id", "expected_time"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    expected_time: Mapped[datetime]
+    repeat_count: Mapped[int]
+    owner: Mapped[str] = mapped_column(String(64))
+    claimed_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    outcome: Mapped[str | None] = mapped_column(String(20))  # Completed | Faulted

@@ -1,0 +1,1 @@
+"""The dispatcher: claims due jobs, fires their actions, records attempts and history."""

@@ -1,0 +1,143 @@
+"""Claiming due jobs (one transaction: lease + occurrence record) and finishing occurrences."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from scheduler_emulator.domain.due import Skipped, after_busy, due_occurrence
+from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties
+from scheduler_emulator.store import dispatching as store
+from scheduler_emulator.store.models import JobCollectionRow, JobRow, OccurrenceRow
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One occurrence this dispatcher now owns and must run."""
+
+    job_id: int
+    occurrence_id: int
+    version: int
+    expected_time: datetime
+    repeat_count: int
+    skipped: Skipped  # instants missed during downtime, to record as one Postponed entry
+    properties: JobProperties
+    job_name: str
+    collection_name: str
+    region: str
+    sku: str
+    collection_properties: dict[str, Any]
+    manual: bool  # a POST .../run outside the schedule
+    resumed: bool  # taken over from a dispatcher that stopped mid-occurrence
+
+
+def claim_due_jobs(session: Session, owner: str, now: datetime, lease: timedelta, limit: int,
+                   skip_locked: bool) -> list[Claim]:
+    """Lease up to ``limit`` due jobs and record the occurrence each will run. Commit before firing."""
+    claims = []
+    for job, collection in store.due_jobs(session, now, limit, skip_locked):
+        claim = _claim_one(session, job, collection, owner, now, lease)
+        if claim is not None:
+            claims.append(claim)
+    return claims
+
+
+def _claim_one(session: Session, job: JobRow, collection: JobCollectionRow, owner: str, now: datetime,
+               lease: timedelta) -> Claim | None:
+    properties = JobDefinitionIn.model_validate({"properties": job.definition}).properties
+    skipped = Skipped()
+    manual = resumed = False
+    occurrence = None
+    if job.lease_owner is not None:  # its dispatcher stopped renewing: take over what it left running
+        occurrence = store.unfinished_occurrence(session, job.id)
+        if occurrence is None:
+            job.lease_owner = job.lease_until = None
+            return None
+        occurrence.owner = owner
+        occurrence.claimed_at = now
+        resumed = True
+        expected, repeat = occurrence.expected_time, occurrence.repeat_count
+        manual = job.next_execution_time is None or expected != job.next_execution_time
+    elif job.next_execution_time is not None and job.next_execution_time <= now and job.state == "Enabled" \
+            and collection.state == "Enabled":
+        due = due_occurrence(properties.timing(), job.series_origin, job.next_execution_time, now)
+        expected, skipped = due.expected, due.skipped
+        job.next_execution_time = due.following
+        job.repeat_count += 1
+        repeat = job.repeat_count
+    elif job.run_requested_at is not None:
+        expected, manual = job.run_requested_at, True
+        job.run_requested_at = None
+        job.repeat_count += 1
+        repeat = job.repeat_count
+    else:
+        return None
+    if occurrence is None:
+        if store.occurrence_exists(session, job.id, expected):
+            return None  # already fired (another dispatcher recorded it)
+        occurrence = OccurrenceRow(
+            job_id=job.id, expected_time=expected, repeat_count=repeat, owner=owner, claimed_at=now
+        )
+        try:
+            with session.begin_nested():
+                session.add(occurrence)
+        except IntegrityError:
+            return None
+    job.lease_owner = owner
+    job.lease_until = now + lease
+    session.flush()
+    return Claim(
+        job_id=job.id,
+        occurrence_id=occurrence.id,
+        version=job.version,
+        expected_time=expected,
+        repeat_count=repeat,
+        skipped=skipped,
+        properties=properties,
+        job_name=job.name,
+        collection_name=collection.name,
+        region=collection.location,
+        sku=collection.sku,
+        collection_properties=collection.properties,
+        manual=manual,
+        resumed=resumed,
+    )
+
+
+@dataclass(frozen=True)
+class Finish:
+    postponed: Skipped  # instants that came due while this occurrence was busy
+    state: str | None  # the job's new state, when it changed
+
+
+def finish_occurrence(session: Session, claim: Claim, owner: str, now: datetime, faulted: bool,
+                      max_occurrences: int | None) -> Finish | None:
+    """Close the occurrence, skip what came due meanwhile, move the job to Completed or Faulted when its
+    series is over, and release the lease. None when the job was deleted meanwhile."""
+    job = session.get(JobRow, claim.job_id)
+    occurrence = session.get(OccurrenceRow, claim.occurrence_id)
+    if occurrence is not None:
+        occurrence.finished_at = now
+        occurrence.outcome = "Faulted" if faulted else "Completed"
+    if job is None:
+        return None
+    postponed = Skipped()
+    new_state = None
+    if job.lease_owner == owner:
+        job.lease_owner = job.lease_until = None
+    if job.version == claim.version and job.state == "Enabled":  # the definition did not change meanwhile
+        postponed, job.next_execution_time = after_busy(
+            claim.properties.timing(), job.series_origin, job.next_execution_time, now
+        )
+        one_time = claim.properties.recurrence is None
+        if max_occurrences is not None and job.repeat_count >= max_occurrences:
+            job.next_execution_time = None
+        if job.next_execution_time is None and not claim.manual:
+            new_state = "Faulted" if (one_time and faulted) else "Completed"
+            job.state = new_state
+            job.finished_at = now
+    return Finish(postponed, new_state)

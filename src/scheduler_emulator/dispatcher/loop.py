@@ -1,0 +1,261 @@
+"""The due-job loop: claim → fire (with retries and the error action) → record → release."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+from sqlalchemy.orm import Session
+
+from scheduler_emulator.config import Settings
+from scheduler_emulator.dispatcher.actions import FireContext, Outcome
+from scheduler_emulator.dispatcher.claims import Claim, claim_due_jobs, finish_occurrence
+from scheduler_emulator.dispatcher.firing import Actions
+from scheduler_emulator.domain.clock import Clock, isoformat_z
+from scheduler_emulator.domain.due import Skipped
+from scheduler_emulator.domain.history import history_id
+from scheduler_emulator.domain.job_rules import RetryPlan, RetrySpec, effective_retry
+from scheduler_emulator.schemas.job import JobErrorAction, RetryPolicy
+from scheduler_emulator.schemas.job_collection import stored_limits
+from scheduler_emulator.store import dispatching as store
+from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.models import JobHistoryRow
+
+log = logging.getLogger("scheduler_emulator.dispatcher")
+T = TypeVar("T")
+
+CLAIM_BATCH = 200
+HOUSEKEEPING_EVERY = timedelta(minutes=5)
+
+
+class Dispatcher:
+    """Fires every due occurrence once. Start with :meth:`start`, stop with :meth:`stop`; call
+    :meth:`wake` after any change that may make a job due earlier."""
+
+    def __init__(self, database: Database, clock: Clock, settings: Settings, actions: Actions) -> None:
+        self.database = database
+        self.clock = clock
+        self.settings = settings
+        self.actions = actions
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"[:64]
+        self.lease = timedelta(seconds=settings.lease_seconds)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._running: set[asyncio.Task[None]] = set()
+        self._next_housekeeping: datetime | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="dispatcher")
+
+    async def stop(self) -> None:
+        """Stop claiming, abandon attempts in flight and hand their leases back at once, so the next
+        start (or another dispatcher) resumes them."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for task in list(self._running):
+            task.cancel()
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self._db(lambda s: store.release_all(s, self.owner, self.clock.now()))
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._running)
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    async def _db(self, work: Callable[[Session], T]) -> T:
+        def run() -> T:
+            with self.database.session() as session:
+                return work(session)
+
+        return await asyncio.to_thread(run)
+
+    async def _loop(self) -> None:
+        poll = timedelta(seconds=self.settings.poll_interval)
+        skip_locked = self.database.dialect == "postgresql"
+        while True:
+            try:
+                self._wake.clear()
+                now = self.clock.now()
+                claims = await self._db(
+                    lambda s, now=now: claim_due_jobs(s, self.owner, now, self.lease, CLAIM_BATCH, skip_locked)
+                )
+                for claim in claims:
+                    task = asyncio.create_task(self._run_occurrence(claim), name=f"occurrence-{claim.job_id}")
+                    self._running.add(task)
+                    task.add_done_callback(self._running.discard)
+                if len(claims) >= CLAIM_BATCH:
+                    continue
+                await self._housekeeping(now)
+                wake_at = await self._db(store.next_wake_time)
+                delay = poll.total_seconds()
+                if wake_at is not None:
+                    delay = min(delay, max(0.0, (wake_at - self.clock.now()).total_seconds()))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("dispatcher cycle failed; retrying")
+                delay = min(poll.total_seconds(), 1.0)
+            if delay > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
+
+    # -- one occurrence ---------------------------------------------------------------------------
+
+    async def _run_occurrence(self, claim: Claim) -> None:
+        renewal = asyncio.create_task(self._renew(claim.job_id))
+        try:
+            await self._fire(claim)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("occurrence of job %s/%s failed unexpectedly", claim.collection_name, claim.job_name)
+        finally:
+            renewal.cancel()
+
+    async def _renew(self, job_id: int) -> None:
+        interval = self.lease.total_seconds() / 3
+        while True:
+            await asyncio.sleep(interval)
+            with contextlib.suppress(Exception):
+                await self._db(lambda s: store.renew_lease(s, job_id, self.owner, self.clock.now() + self.lease))
+
+    async def _fire(self, claim: Claim) -> None:
+        limits = stored_limits(
+            claim.sku, claim.collection_properties, timedelta(seconds=self.settings.min_retry_interval)
+        )
+        execution_tag = uuid.uuid4().hex
+        if claim.skipped.count:
+            await self._postponed(claim, claim.skipped, downtime=True)
+        action = claim.properties.action
+        plan = effective_retry(_retry_spec(action.retry_policy), limits)
+        succeeded = await self._attempts(claim, action, plan, "MainAction", execution_tag)
+        faulted = not succeeded
+        if faulted:
+            await self._db(lambda s: store.add_faulted(s, claim.job_id))
+            if action.error_action is not None:
+                error_policy = action.error_action.retry_policy or action.retry_policy
+                error_plan = effective_retry(_retry_spec(error_policy), limits)
+                await self._attempts(claim, action.error_action, error_plan, "ErrorAction", execution_tag)
+        finish = await self._db(
+            lambda s: finish_occurrence(s, claim, self.owner, self.clock.now(), faulted, limits.max_job_occurrence)
+        )
+        if finish is not None and finish.postponed.count:
+            await self._postponed(claim, finish.postponed, downtime=False)
+        self.wake()
+
+    async def _attempts(self, claim: Claim, action: JobErrorAction, plan: RetryPlan, action_name: str,
+                        execution_tag: str) -> bool:
+        """The first attempt and up to ``plan.retries`` retries; True as soon as one succeeds."""
+        for retry in range(plan.retries + 1):
+            if retry:
+                await asyncio.sleep(plan.interval.total_seconds())
+            context = FireContext(
+                execution_tag=execution_tag,
+                client_request_id=str(uuid.uuid4()),
+                expected_time=claim.expected_time,
+                job_name=claim.job_name,
+                collection_name=claim.collection_name,
+                region=claim.region,
+            )
+            started = self.clock.now()
+            outcome = await self.actions.execute(action, context)
+            ended = self.clock.now()
+            log.info(
+                "job %s/%s %s attempt %d: %s (%.0f ms late)", claim.collection_name, claim.job_name, action_name,
+                retry, "succeeded" if outcome.succeeded else "failed",
+                max(0.0, (started - claim.expected_time).total_seconds() * 1000),
+            )
+            recorded = await self._record(claim, action_name, retry, started, ended, outcome)
+            if not recorded:
+                return True  # the job was deleted meanwhile: nothing more to do
+            if outcome.succeeded:
+                return True
+        return False
+
+    async def _record(self, claim: Claim, action_name: str, retry: int, started: datetime, ended: datetime,
+                      outcome: Outcome) -> bool:
+        entry = JobHistoryRow(
+            history_id=history_id(ended),
+            start_time=started,
+            end_time=ended,
+            expected_execution_time=claim.expected_time,
+            action_name=action_name,
+            status="Completed" if outcome.succeeded else "Failed",
+            message=outcome.message,
+            retry_count=retry,
+            repeat_count=claim.repeat_count,
+        )
+        return await self._db(
+            lambda s: store.record_attempt(s, claim.job_id, entry, action_name == "MainAction", not outcome.succeeded)
+        )
+
+    async def _postponed(self, claim: Claim, skipped: Skipped, downtime: bool) -> None:
+        now = self.clock.now()
+        count = f"more than {skipped.count}" if skipped.more else str(skipped.count)
+        span = f"from {isoformat_z(skipped.first)}" if skipped.first else ""
+        if skipped.last and skipped.last != skipped.first:
+            span += f" to {isoformat_z(skipped.last)}"
+        if downtime:
+            message = (
+                f"{count} occurrence(s) {span} were missed while the scheduler was not running; "
+                f"only the latest, due at {isoformat_z(claim.expected_time)}, runs (late)."
+            )
+        else:
+            message = (
+                f"{count} occurrence(s) {span} came due while the previous occurrence was still executing "
+                "or waiting to retry, and were skipped."
+            )
+        entry = JobHistoryRow(
+            history_id=history_id(now),
+            start_time=now,
+            end_time=now,
+            expected_execution_time=skipped.first,
+            action_name="MainAction",
+            status="Postponed",
+            message=message,
+            retry_count=0,
+            repeat_count=claim.repeat_count,
+        )
+        await self._db(lambda s: store.record_attempt(s, claim.job_id, entry, False, False))
+
+    # -- retention --------------------------------------------------------------------------------
+
+    async def _housekeeping(self, now: datetime) -> None:
+        if self._next_housekeeping is not None and now < self._next_housekeeping:
+            return
+        self._next_housekeeping = now + HOUSEKEEPING_EVERY
+        settings = self.settings
+
+        def work(session: Session) -> None:
+            store.prune_history(session, settings.history_max_entries, now - timedelta(days=settings.history_max_age_days))
+            store.prune_finished(
+                session, now - timedelta(days=settings.finished_job_retention_days), now - timedelta(days=1)
+            )
+
+        try:
+            await self._db(work)
+        except Exception:
+            log.exception("history clean-up failed")
+
+
+def _retry_spec(policy: RetryPolicy | None) -> RetrySpec | None:
+    if policy is None:
+        return None
+    return RetrySpec("", policy.retry_type, policy.retry_count, policy.retry_interval)

@@ -1,0 +1,154 @@
+"""The dispatcher's queries: find and lease due jobs, record attempts, release, clean up.
+
+Claims follow the durable-scheduler pattern: select due rows (``FOR UPDATE SKIP LOCKED`` where the
+database has it), lease them and insert their occurrence under a unique (job, expected time) key, commit —
+and only then does the caller make the network call. No row lock is held across network I/O.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
+
+FINAL_STATES = ("Completed", "Faulted")
+
+
+def _due_condition(now: datetime) -> object:
+    scheduled = and_(
+        JobRow.lease_owner.is_(None),
+        JobRow.state == "Enabled",
+        JobCollectionRow.state == "Enabled",
+        JobRow.next_execution_time <= now,
+    )
+    requested = and_(JobRow.lease_owner.is_(None), JobRow.run_requested_at.is_not(None))
+    abandoned = and_(JobRow.lease_owner.is_not(None), JobRow.lease_until < now)
+    return or_(scheduled, requested, abandoned)
+
+
+def due_jobs(session: Session, now: datetime, limit: int, skip_locked: bool) -> list[tuple[JobRow, JobCollectionRow]]:
+    """Jobs to claim now: due and enabled, asked to run, or leased by a dispatcher that stopped renewing."""
+    query = (
+        select(JobRow, JobCollectionRow)
+        .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+        .where(_due_condition(now))  # type: ignore[arg-type]
+        .order_by(JobRow.next_execution_time)
+        .limit(limit)
+    )
+    if skip_locked:
+        query = query.with_for_update(of=JobRow, skip_locked=True)
+    return [(job, collection) for job, collection in session.execute(query).tuples()]
+
+
+def next_wake_time(session: Session) -> datetime | None:
+    """The earliest instant at which a job becomes claimable (a scheduled time or a lease expiry)."""
+    scheduled = session.scalar(
+        select(func.min(JobRow.next_execution_time))
+        .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+        .where(JobRow.lease_owner.is_(None), JobRow.state == "Enabled", JobCollectionRow.state == "Enabled")
+    )
+    requested = session.scalar(
+        select(func.min(JobRow.run_requested_at)).where(JobRow.lease_owner.is_(None))
+    )
+    lease = session.scalar(select(func.min(JobRow.lease_until)).where(JobRow.lease_owner.is_not(None)))
+    times = [t for t in (scheduled, requested, lease) if t is not None]
+    return min(times) if times else None
+
+
+def unfinished_occurrence(session: Session, job_id: int) -> OccurrenceRow | None:
+    """The occurrence a stopped dispatcher left running for this job, if any."""
+    return session.scalar(
+        select(OccurrenceRow)
+        .where(OccurrenceRow.job_id == job_id, OccurrenceRow.finished_at.is_(None))
+        .order_by(OccurrenceRow.id.desc())
+        .limit(1)
+    )
+
+
+def occurrence_exists(session: Session, job_id: int, expected: datetime) -> bool:
+    return session.scalar(
+        select(func.count()).select_from(OccurrenceRow)
+        .where(OccurrenceRow.job_id == job_id, OccurrenceRow.expected_time == expected)
+    ) != 0
+
+
+def renew_lease(session: Session, job_id: int, owner: str, until: datetime) -> bool:
+    """Extend our lease; False when it is no longer ours (taken over, or the job is gone)."""
+    result = session.execute(
+        update(JobRow).where(JobRow.id == job_id, JobRow.lease_owner == owner).values(lease_until=until)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def record_attempt(
+    session: Session,
+    job_id: int,
+    entry: JobHistoryRow,
+    counts_as_execution: bool,
+    failed: bool,
+) -> bool:
+    """Store one attempt's history entry and move the job's counters; False when the job was deleted."""
+    values: dict[str, object] = {}
+    if counts_as_execution:
+        values["execution_count"] = JobRow.execution_count + 1
+        values["last_execution_time"] = entry.start_time
+        if failed:
+            values["failure_count"] = JobRow.failure_count + 1
+    if values:
+        result = session.execute(update(JobRow).where(JobRow.id == job_id).values(**values))
+        if not result.rowcount:  # type: ignore[attr-defined]
+            return False
+    elif session.get(JobRow, job_id) is None:
+        return False
+    entry.job_id = job_id
+    session.add(entry)
+    return True
+
+
+def add_faulted(session: Session, job_id: int) -> None:
+    session.execute(update(JobRow).where(JobRow.id == job_id).values(faulted_count=JobRow.faulted_count + 1))
+
+
+def release_all(session: Session, owner: str, now: datetime) -> int:
+    """Expire every lease ``owner`` holds, so another dispatcher (or the next start) takes over at once."""
+    result = session.execute(
+        update(JobRow).where(JobRow.lease_owner == owner).values(lease_until=now - timedelta(seconds=1))
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def prune_history(session: Session, max_entries: int, older_than: datetime) -> int:
+    """Drop history entries past the newest ``max_entries`` of each job, and those older than ``older_than``."""
+    removed = session.execute(delete(JobHistoryRow).where(JobHistoryRow.start_time < older_than)).rowcount  # type: ignore[attr-defined]
+    crowded = session.scalars(
+        select(JobHistoryRow.job_id).group_by(JobHistoryRow.job_id).having(func.count() > max_entries)
+    ).all()
+    for job_id in crowded:
+        boundary = session.scalar(
+            select(JobHistoryRow.id).where(JobHistoryRow.job_id == job_id)
+            .order_by(JobHistoryRow.id.desc()).offset(max_entries - 1).limit(1)
+        )
+        if boundary is not None:
+            removed += session.execute(  # type: ignore[attr-defined]
+                delete(JobHistoryRow).where(JobHistoryRow.job_id == job_id, JobHistoryRow.id < boundary)
+            ).rowcount
+    return int(removed)
+
+
+def prune_finished(session: Session, finished_before: datetime, occurrences_before: datetime) -> int:
+    """Delete Completed/Faulted jobs that finished before ``finished_before`` (with their history), and
+    finished occurrence records claimed before ``occurrences_before``."""
+    session.execute(
+        delete(OccurrenceRow).where(OccurrenceRow.finished_at.is_not(None), OccurrenceRow.claimed_at < occurrences_before)
+    )
+    old = select(JobRow.id).where(JobRow.state.in_(FINAL_STATES), JobRow.finished_at < finished_before)
+    ids = list(session.scalars(old))
+    if not ids:
+        return 0
+    session.execute(delete(JobHistoryRow).where(JobHistoryRow.job_id.in_(ids)))
+    session.execute(delete(OccurrenceRow).where(OccurrenceRow.job_id.in_(ids)))
+    session.execute(delete(JobRow).where(JobRow.id.in_(ids)))
+    return len(ids)
