@@ -32,10 +32,11 @@ class Database:
         self._lock: threading.RLock | None = None
         if self.dialect == "sqlite":
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            # SQLite has one writer at a time; queueing on a lock here is fairer and faster than its busy
+            # handler's back-off sleeps (and avoids "database is locked" when a reader upgrades to a writer).
+            self._lock = threading.RLock()
             if url in ("sqlite://", "sqlite:///:memory:"):
-                # One shared connection holds the in-memory database; serialise its use.
-                kwargs["poolclass"] = StaticPool
-                self._lock = threading.RLock()
+                kwargs["poolclass"] = StaticPool  # one shared connection holds the in-memory database
             else:
                 Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         elif self.dialect == "postgresql":
