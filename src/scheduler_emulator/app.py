@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from scheduler_emulator import __version__
-from scheduler_emulator.api import history, job_collections, jobs
+from scheduler_emulator.api import emulator, history, job_collections, jobs
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
@@ -52,6 +52,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.include_router(job_collections.router)
     app.include_router(jobs.router)
     app.include_router(history.router)
+    app.include_router(emulator.router)
     install_error_handlers(app)
     app.add_middleware(ArmPipeline)
     return app

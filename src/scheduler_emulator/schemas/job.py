@@ -4,6 +4,7 @@ that need nothing but the definition itself. Plan- and time-dependent rules live
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -244,11 +245,16 @@ class JobProperties(WireModel):
 
     def timing(self) -> rec.Timing:
         """The schedule part of the definition, in the recurrence engine's terms."""
-        return rec.Timing(start_time=self.start_time, recurrence=_domain_recurrence(self.recurrence))
+        return timing_of(self.start_time, self.recurrence)
 
 
 class JobDefinitionIn(WireModel):
     properties: JobProperties
+
+
+def timing_of(start_time: datetime | None, recurrence: Recurrence | None) -> rec.Timing:
+    """A start time and wire recurrence in the recurrence engine's terms."""
+    return rec.Timing(start_time=start_time, recurrence=_domain_recurrence(recurrence))
 
 
 def _domain_recurrence(recurrence: Recurrence | None) -> rec.Recurrence | None:

@@ -1,0 +1,70 @@
+"""Emulator extensions under ``/_emulator/`` (SPEC §10): health and recurrence preview."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import Field
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from scheduler_emulator import __version__
+from scheduler_emulator.api import errors
+from scheduler_emulator.api.context import in_session, json_object, now, validated
+from scheduler_emulator.domain import recurrence as rec
+from scheduler_emulator.domain.clock import isoformat_z
+from scheduler_emulator.domain.job_rules import HORIZON
+from scheduler_emulator.domain.errors import FieldError
+from scheduler_emulator.schemas.common import DateTime, WireModel
+from scheduler_emulator.schemas.job import Recurrence, timing_of
+
+router = APIRouter(prefix="/_emulator")
+
+MAX_PREVIEW = 1000
+
+
+class PreviewIn(WireModel):
+    start_time: DateTime | None = None
+    recurrence: Recurrence | None = None
+    now: DateTime | None = None
+    count: int = Field(10, ge=1, le=MAX_PREVIEW)
+
+
+@router.post("/recurrence/preview")
+async def preview_recurrence(request: Request) -> Response:
+    """What a schedule would do: its first ``count`` occurrences from ``now``, the dispatcher's own code path."""
+    spec = validated(PreviewIn, await json_object(request))
+    moment = spec.now or now(request)
+    timing = timing_of(spec.start_time, spec.recurrence)
+    if timing.start_time is not None and timing.start_time > moment + HORIZON:
+        raise errors.from_field_error(FieldError("startTime", "is more than 18 months in the future"))
+    if timing.recurrence is not None and timing.recurrence.end_time is not None and timing.recurrence.end_time < moment:
+        raise errors.from_field_error(FieldError("recurrence.endTime", "is in the past"))
+    found, complete = rec.first_occurrences(timing, moment, spec.count)
+    return JSONResponse({"occurrences": [isoformat_z(t) for t in found], "complete": complete})
+
+
+@router.get("/health")
+async def health(request: Request) -> Response:
+    """Liveness and what the instance runs on; 503 while the database is unreachable."""
+    settings = request.app.state.settings
+    dispatcher = getattr(request.app.state, "dispatcher", None)
+    body: dict[str, Any] = {
+        "status": "ok",
+        "version": __version__,
+        "database": settings.database_kind,
+        "dispatcher": "running" if dispatcher is not None else "off",
+    }
+
+    def ping(session: Session) -> None:
+        session.execute(text("SELECT 1"))
+
+    try:
+        await in_session(request, ping)
+    except errors.ArmError as exc:
+        return JSONResponse({**body, "status": "unavailable", "reason": exc.message}, status_code=503)
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the store is "unavailable"
+        return JSONResponse({**body, "status": "unavailable", "reason": str(exc).splitlines()[0]}, status_code=503)
+    return JSONResponse(body)
