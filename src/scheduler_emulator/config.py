@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     finished_job_retention_days: float = Field(
         60.0, gt=0, description="Days a Completed or Faulted job is kept before it is deleted."
     )
+    housekeeping_interval: float = Field(
+        300.0, gt=0, description="Seconds between clean-ups of old history and finished jobs."
+    )
 
     @model_validator(mode="after")
     def _check_combination(self) -> Settings:
@@ -114,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--history-max-entries", type=int, help=describe("history_max_entries"))
     parser.add_argument("--history-max-age-days", type=float, help=describe("history_max_age_days"))
     parser.add_argument("--finished-job-retention-days", type=float, help=describe("finished_job_retention_days"))
+    parser.add_argument("--housekeeping-interval", type=float, help=describe("housekeeping_interval"))
     return parser
 
 

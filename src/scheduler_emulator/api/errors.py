@@ -68,6 +68,19 @@ def from_field_error(error: FieldError) -> ArmError:
     return invalid_field(error.path, error.problem)
 
 
+MAX_NAME_LENGTH = 100  # the store's name columns (subscription, resource group, collection, job)
+
+
+def check_name_length(kind: str, name: str) -> None:
+    """400 InvalidResourceName when a new resource's name (or a part of its path) is too long to store."""
+    if len(name) > MAX_NAME_LENGTH:
+        raise ArmError(
+            400,
+            "InvalidResourceName",
+            f"The {kind} name '{name[:40]}...' is {len(name)} characters long; at most {MAX_NAME_LENGTH} are allowed.",
+        )
+
+
 def resource_not_found(kind: str, name: str) -> ArmError:
     return ArmError(404, "ResourceNotFound", f"The {kind} '{name}' could not be found.")
 

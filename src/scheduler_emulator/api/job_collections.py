@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
+from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_session, json_object, now, retry_floor, validated
 from scheduler_emulator.api.jobs import check_definition, collection_or_404, first_run
 from scheduler_emulator.api.paging import list_body, page_of
@@ -66,10 +67,15 @@ def _write(
     moment: datetime,
     floor: timedelta,
 ) -> JobCollectionRow:
+    if existing is None:
+        for kind, value in (("subscription", subscription_id), ("resource group", resource_group),
+                            ("job collection", name)):
+            errors.check_name_length(kind, value)
     spec = validated(JobCollectionIn, body)
     properties = spec.properties
     sku = properties.sku_name if properties else plans.DEFAULT_SKU
-    raw_properties: dict[str, Any] = dict(body.get("properties") or {})
+    # explicit nulls mean "omitted": never stored, never echoed
+    raw_properties: dict[str, Any] = merge_patch({}, body.get("properties") or {})
     limits = stored_limits(sku, raw_properties, floor)
     _check_plan_change(session, existing, subscription_id, sku, limits, moment)
     collection = existing or JobCollectionRow(

@@ -132,6 +132,9 @@ def _write(
     floor: timedelta,
 ) -> JobRow:
     """Validate ``raw`` (the job's properties) against every rule and store it."""
+    if existing is None:
+        errors.check_name_length("job", name)
+    raw = merge_patch({}, raw)  # explicit nulls mean "omitted": never stored, never echoed
     raw.pop("status", None)
     if len(json.dumps(raw, separators=(",", ":"))) > MAX_DEFINITION_BYTES:
         raise errors.request_too_large("job definition", MAX_DEFINITION_BYTES, len(json.dumps(raw, separators=(",", ":"))))

@@ -32,7 +32,6 @@ log = logging.getLogger("scheduler_emulator.dispatcher")
 T = TypeVar("T")
 
 CLAIM_BATCH = 200
-HOUSEKEEPING_EVERY = timedelta(minutes=5)
 
 
 class Dispatcher:
@@ -158,6 +157,7 @@ class Dispatcher:
         )
         if finish is not None and finish.postponed.count:
             await self._postponed(claim, finish.postponed, downtime=False)
+        await self._db(lambda s: store.prune_job_history(s, claim.job_id, self.settings.history_max_entries))
         self.wake()
 
     async def _attempts(self, claim: Claim, action: JobErrorAction, plan: RetryPlan, action_name: str,
@@ -240,7 +240,7 @@ class Dispatcher:
     async def _housekeeping(self, now: datetime) -> None:
         if self._next_housekeeping is not None and now < self._next_housekeeping:
             return
-        self._next_housekeeping = now + HOUSEKEEPING_EVERY
+        self._next_housekeeping = now + timedelta(seconds=self.settings.housekeeping_interval)
         settings = self.settings
 
         def work(session: Session) -> None:

@@ -47,7 +47,7 @@ class JobCollectionProperties(WireModel):
 
 
 class JobCollectionIn(WireModel):
-    location: str = Field(min_length=1)
+    location: str = Field(min_length=1, max_length=100)
     tags: dict[str, str] | None = None
     properties: JobCollectionProperties | None = None
 

@@ -127,15 +127,20 @@ def prune_history(session: Session, max_entries: int, older_than: datetime) -> i
         select(JobHistoryRow.job_id).group_by(JobHistoryRow.job_id).having(func.count() > max_entries)
     ).all()
     for job_id in crowded:
-        boundary = session.scalar(
-            select(JobHistoryRow.id).where(JobHistoryRow.job_id == job_id)
-            .order_by(JobHistoryRow.id.desc()).offset(max_entries - 1).limit(1)
-        )
-        if boundary is not None:
-            removed += session.execute(  # type: ignore[attr-defined]
-                delete(JobHistoryRow).where(JobHistoryRow.job_id == job_id, JobHistoryRow.id < boundary)
-            ).rowcount
+        removed += prune_job_history(session, job_id, max_entries)
     return int(removed)
+
+
+def prune_job_history(session: Session, job_id: int, max_entries: int) -> int:
+    """Keep only the newest ``max_entries`` history entries of one job."""
+    boundary = session.scalar(
+        select(JobHistoryRow.id).where(JobHistoryRow.job_id == job_id)
+        .order_by(JobHistoryRow.id.desc()).offset(max_entries - 1).limit(1)
+    )
+    if boundary is None:
+        return 0
+    result = session.execute(delete(JobHistoryRow).where(JobHistoryRow.job_id == job_id, JobHistoryRow.id < boundary))
+    return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 def prune_finished(session: Session, finished_before: datetime, occurrences_before: datetime) -> int:
