@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--https", action="store_true", default=None, help=describe("https"))
     parser.add_argument("--cert", type=Path, help=describe("cert"))
     parser.add_argument("--key", type=Path, help=describe("key"))
-    parser.add_argument("--log-level", choices=list(LogLevel.__args__), help=describe("log_level"))
+    parser.add_argument("--log-level", choices=list(get_args(LogLevel)), help=describe("log_level"))
     parser.add_argument(
         "--dispatcher", action=argparse.BooleanOptionalAction, default=None, help=describe("dispatcher")
     )

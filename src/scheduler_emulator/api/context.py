@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from scheduler_emulator.api import errors
+from scheduler_emulator.api.pipeline import MAX_BODY_BYTES
 from scheduler_emulator.domain.clock import Clock
 from scheduler_emulator.domain.errors import Conflict, FieldError
 from scheduler_emulator.schemas.common import first_field_error
@@ -25,7 +26,15 @@ M = TypeVar("M", bound=BaseModel)
 
 async def json_object(request: Request) -> dict[str, Any]:
     """The request body as a JSON object; InvalidRequestContent otherwise."""
-    raw = await request.body()
+    # The pipeline refuses a declared Content-Length over the limit; a chunked body is counted as it arrives.
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise errors.request_too_large("request body", MAX_BODY_BYTES, size)
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     if not raw.strip():
         raise errors.invalid_request_content("the request body is empty; a JSON object is expected")
     try:

@@ -31,8 +31,8 @@ MAX_URL_LENGTH = 2048
 MAX_BODY_BYTES = 1024 * 1024
 
 # Position → accepted canonical spellings, for each shape of ARM path (keyed by segment 2).
-_SUBSCRIPTION_SCOPE = {0: ("subscriptions",), 2: ("providers",), 3: ("Microsoft.Scheduler",), 4: ("jobCollections",)}
-_RESOURCE_GROUP_SCOPE = {
+_SUBSCRIPTION_SCOPE: dict[int, tuple[str, ...]] = {0: ("subscriptions",), 2: ("providers",), 3: ("Microsoft.Scheduler",), 4: ("jobCollections",)}
+_RESOURCE_GROUP_SCOPE: dict[int, tuple[str, ...]] = {
     0: ("subscriptions",),
     2: ("resourceGroups",),
     4: ("providers",),
@@ -48,7 +48,11 @@ def canonical_arm_path(path: str) -> str | None:
     segments = path.strip("/").split("/")
     if len(segments) < 3 or segments[0].lower() != "subscriptions":
         return None
-    shape = {"providers": _SUBSCRIPTION_SCOPE, "resourcegroups": _RESOURCE_GROUP_SCOPE}.get(segments[2].lower())
+    shapes: dict[str, dict[int, tuple[str, ...]]] = {
+        "providers": _SUBSCRIPTION_SCOPE,
+        "resourcegroups": _RESOURCE_GROUP_SCOPE,
+    }
+    shape = shapes.get(segments[2].lower())
     if shape is None:
         return None
     for position, spellings in shape.items():

@@ -6,7 +6,7 @@ import httpx
 
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
 from scheduler_emulator.dispatcher.actions.http import HttpAction, new_client
-from scheduler_emulator.schemas.job import JobErrorAction
+from scheduler_emulator.schemas.job import ActionBase
 
 
 class Actions:
@@ -16,7 +16,7 @@ class Actions:
         self.http_client: httpx.AsyncClient = new_client(timeout)
         self.http = HttpAction(self.http_client)
 
-    async def execute(self, action: JobErrorAction, context: FireContext) -> Outcome:
+    async def execute(self, action: ActionBase, context: FireContext) -> Outcome:
         if action.type in ("Http", "Https") and action.request is not None:
             return await self.http.execute(action.request, context)
         return Outcome(False, f"{action.type} Action - this action type is not supported by this emulator yet")

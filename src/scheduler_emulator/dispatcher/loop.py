@@ -22,7 +22,7 @@ from scheduler_emulator.domain.clock import Clock, isoformat_z
 from scheduler_emulator.domain.due import Skipped
 from scheduler_emulator.domain.history import history_id
 from scheduler_emulator.domain.job_rules import RetryPlan, RetrySpec, effective_retry
-from scheduler_emulator.schemas.job import JobErrorAction, RetryPolicy
+from scheduler_emulator.schemas.job import ActionBase, RetryPolicy
 from scheduler_emulator.schemas.job_collection import stored_limits
 from scheduler_emulator.store import dispatching as store
 from scheduler_emulator.store.database import Database
@@ -92,9 +92,11 @@ class Dispatcher:
             try:
                 self._wake.clear()
                 now = self.clock.now()
-                claims = await self._db(
-                    lambda s, now=now: claim_due_jobs(s, self.owner, now, self.lease, CLAIM_BATCH, skip_locked)
-                )
+
+                def claim_batch(session: Session, now: datetime = now) -> list[Claim]:
+                    return claim_due_jobs(session, self.owner, now, self.lease, CLAIM_BATCH, skip_locked)
+
+                claims = await self._db(claim_batch)
                 for claim in claims:
                     task = asyncio.create_task(self._run_occurrence(claim), name=f"occurrence-{claim.job_id}")
                     self._running.add(task)
@@ -160,7 +162,7 @@ class Dispatcher:
         await self._db(lambda s: store.prune_job_history(s, claim.job_id, self.settings.history_max_entries))
         self.wake()
 
-    async def _attempts(self, claim: Claim, action: JobErrorAction, plan: RetryPlan, action_name: str,
+    async def _attempts(self, claim: Claim, action: ActionBase, plan: RetryPlan, action_name: str,
                         execution_tag: str) -> bool:
         """The first attempt and up to ``plan.retries`` retries; True as soon as one succeeds."""
         for retry in range(plan.retries + 1):

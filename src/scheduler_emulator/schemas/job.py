@@ -145,7 +145,7 @@ class RetryPolicy(WireModel):
     retry_count: int | None = Field(None, ge=0, le=20)
 
 
-class _ActionBase(WireModel):
+class ActionBase(WireModel):
     type: CaseInsensitive(*ACTION_TYPES)  # type: ignore[valid-type]
     request: HttpRequest | None = None
     queue_message: StorageQueueMessage | None = None
@@ -154,7 +154,7 @@ class _ActionBase(WireModel):
     retry_policy: RetryPolicy | None = None
 
     @model_validator(mode="after")
-    def _payload_matches_type(self) -> _ActionBase:
+    def _payload_matches_type(self) -> ActionBase:
         wanted = PAYLOAD_OF[self.type]
         for name, wire in (
             ("request", "request"),
@@ -176,11 +176,11 @@ class _ActionBase(WireModel):
         return self.request.authentication if self.request else None
 
 
-class JobErrorAction(_ActionBase):
+class JobErrorAction(ActionBase):
     pass
 
 
-class JobAction(_ActionBase):
+class JobAction(ActionBase):
     error_action: JobErrorAction | None = None
 
 

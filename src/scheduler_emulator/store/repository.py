@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
@@ -81,13 +81,13 @@ def set_jobs_state(session: Session, collection: JobCollectionRow, state: str, n
 def delete_collection(session: Session, collection: JobCollectionRow) -> None:
     """Remove the collection with its jobs and their history."""
     job_ids = select(JobRow.id).where(JobRow.collection_id == collection.id).scalar_subquery()
-    session.execute(JobHistoryRow.__table__.delete().where(JobHistoryRow.job_id.in_(job_ids)))
-    session.execute(JobRow.__table__.delete().where(JobRow.collection_id == collection.id))
+    session.execute(delete(JobHistoryRow).where(JobHistoryRow.job_id.in_(job_ids)))
+    session.execute(delete(JobRow).where(JobRow.collection_id == collection.id))
     session.delete(collection)
 
 
 def delete_job(session: Session, job: JobRow) -> None:
-    session.execute(JobHistoryRow.__table__.delete().where(JobHistoryRow.job_id == job.id))
+    session.execute(delete(JobHistoryRow).where(JobHistoryRow.job_id == job.id))
     session.delete(job)
 
 

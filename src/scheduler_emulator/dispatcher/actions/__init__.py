@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from scheduler_emulator.schemas.job import JobErrorAction
+from scheduler_emulator.schemas.job import ActionBase
 
 MAX_MESSAGE_BODY_BYTES = 2048
 
@@ -30,7 +30,7 @@ class Outcome:
 
 
 class ActionRunner(Protocol):
-    async def execute(self, action: JobErrorAction, context: FireContext) -> Outcome: ...
+    async def execute(self, action: ActionBase, context: FireContext) -> Outcome: ...
 
 
 def body_excerpt(content: bytes) -> str:
