@@ -27,7 +27,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
         app.state.database = database
         dispatcher = None
         if settings.dispatcher:
-            actions = Actions(settings.action_timeout)
+            actions = Actions(settings)
             dispatcher = Dispatcher(database, app.state.clock, settings, actions)
             dispatcher.start()
         app.state.dispatcher = dispatcher

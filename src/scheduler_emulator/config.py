@@ -43,6 +43,22 @@ class Settings(BaseSettings):
     finished_job_retention_days: float = Field(
         60.0, gt=0, description="Days a Completed or Faulted job is kept before it is deleted."
     )
+    storage_endpoints: str = Field(
+        "",
+        description="Storage account → queue endpoint mappings, ACCOUNT=URL, comma-separated "
+        "(e.g. devstoreaccount1=http://127.0.0.1:10001/devstoreaccount1); other accounts use "
+        "https://ACCOUNT.queue.core.windows.net.",
+    )
+    servicebus_endpoints: str = Field(
+        "",
+        description="Service Bus namespace → endpoint mappings, NAMESPACE=HOST[:PORT] or NAMESPACE=amqp://HOST:PORT "
+        "(plain TCP, the SDK's development-emulator mode), comma-separated; other namespaces use "
+        "NAMESPACE.servicebus.windows.net.",
+    )
+    oauth_authority: str = Field(
+        "https://login.microsoftonline.com",
+        description="Azure AD authority for ActiveDirectoryOAuth actions (tokens from {authority}/{tenant}/oauth2/token).",
+    )
     housekeeping_interval: float = Field(
         300.0, gt=0, description="Seconds between clean-ups of old history and finished jobs."
     )
@@ -58,6 +74,22 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def storage_endpoint_map(self) -> dict[str, str]:
+        """Storage account name (lower case) → queue service endpoint."""
+        return _mapping(self.storage_endpoints, "--storage-endpoint")
+
+    @property
+    def servicebus_endpoint_map(self) -> dict[str, str]:
+        """Service Bus namespace (lower case) → endpoint."""
+        return _mapping(self.servicebus_endpoints, "--servicebus-endpoint")
+
+    @model_validator(mode="after")
+    def _check_mappings(self) -> Settings:
+        self.storage_endpoint_map  # noqa: B018 - validates the syntax at start
+        self.servicebus_endpoint_map  # noqa: B018
+        return self
+
+    @property
     def effective_database_url(self) -> str:
         """The SQLAlchemy URL the store connects to."""
         if self.in_memory:
@@ -70,6 +102,16 @@ class Settings(BaseSettings):
     def database_kind(self) -> str:
         """``sqlite`` or ``postgresql`` (the dialect name), as reported by the health endpoint."""
         return self.effective_database_url.split(":", 1)[0].split("+", 1)[0]
+
+
+def _mapping(text: str, flag: str) -> dict[str, str]:
+    result = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, target = item.partition("=")
+        if not sep or not name.strip() or not target.strip():
+            raise ValueError(f"{flag} takes NAME=ENDPOINT, not '{item}'")
+        result[name.strip().lower()] = target.strip()
+    return result
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -118,10 +160,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--history-max-age-days", type=float, help=describe("history_max_age_days"))
     parser.add_argument("--finished-job-retention-days", type=float, help=describe("finished_job_retention_days"))
     parser.add_argument("--housekeeping-interval", type=float, help=describe("housekeeping_interval"))
+    parser.add_argument(
+        "--storage-endpoint", action="append", metavar="ACCOUNT=URL", help=describe("storage_endpoints") + " Repeatable."
+    )
+    parser.add_argument(
+        "--servicebus-endpoint", action="append", metavar="NAMESPACE=ENDPOINT",
+        help=describe("servicebus_endpoints") + " Repeatable.",
+    )
+    parser.add_argument("--oauth-authority", help=describe("oauth_authority"))
     return parser
 
 
 def settings_from_args(argv: list[str] | None = None) -> Settings:
     """Parse ``argv`` and merge it over the environment."""
-    args = build_parser().parse_args(argv)
-    return load_settings(**vars(args))
+    args = vars(build_parser().parse_args(argv))
+    for repeated, field in (("storage_endpoint", "storage_endpoints"), ("servicebus_endpoint", "servicebus_endpoints")):
+        values = args.pop(repeated)
+        args[field] = ",".join(values) if values else None
+    return load_settings(**args)

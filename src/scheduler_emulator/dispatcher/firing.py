@@ -1,25 +1,34 @@
-"""Routes an action to the module of its type."""
+"""Routes an action to the module of its type; owns the process's network clients."""
 
 from __future__ import annotations
 
-import httpx
-
+from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
-from scheduler_emulator.dispatcher.actions.http import HttpAction, new_client
+from scheduler_emulator.dispatcher.actions.http import HttpAction
+from scheduler_emulator.dispatcher.actions.service_bus import ServiceBusAction
+from scheduler_emulator.dispatcher.actions.storage_queue import StorageQueueAction
 from scheduler_emulator.schemas.job import ActionBase
 
 
 class Actions:
     """All action types of one process, sharing its network clients."""
 
-    def __init__(self, timeout: float) -> None:
-        self.http_client: httpx.AsyncClient = new_client(timeout)
-        self.http = HttpAction(self.http_client)
+    def __init__(self, settings: Settings) -> None:
+        self.http = HttpAction(settings)
+        self.storage_queue = StorageQueueAction(settings.storage_endpoint_map, settings.action_timeout)
+        self.service_bus = ServiceBusAction(settings.servicebus_endpoint_map, settings.action_timeout)
 
     async def execute(self, action: ActionBase, context: FireContext) -> Outcome:
-        if action.type in ("Http", "Https") and action.request is not None:
+        if action.request is not None:
             return await self.http.execute(action.request, context)
-        return Outcome(False, f"{action.type} Action - this action type is not supported by this emulator yet")
+        if action.queue_message is not None:
+            return await self.storage_queue.execute(action.queue_message, context)
+        message = action.service_bus_queue_message or action.service_bus_topic_message
+        if message is not None:
+            return await self.service_bus.execute(message, context)
+        return Outcome(False, f"{action.type} Action - the action has no payload")
 
     async def close(self) -> None:
-        await self.http_client.aclose()
+        await self.http.close()
+        await self.storage_queue.close()
+        await self.service_bus.close()

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome, body_excerpt
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.schemas.job import HttpRequest
@@ -42,8 +43,12 @@ def scheduler_headers(context: FireContext) -> dict[str, str]:
 class HttpAction:
     """Sends the job's request; success is a 2xx answer after redirects."""
 
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self.client = client
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.client = new_client(settings.action_timeout)
+
+    async def close(self) -> None:
+        await self.client.aclose()
 
     async def execute(self, request: HttpRequest, context: FireContext) -> Outcome:
         headers = dict(request.headers or {})
