@@ -12,6 +12,9 @@ from scheduler_emulator.app import create_app
 from scheduler_emulator.config import ConfigError, Settings, settings_from_args
 from scheduler_emulator.tls import self_signed_certificate
 
+# How long open connections get to finish on shutdown before they are dropped.
+GRACEFUL_SHUTDOWN_SECONDS = 5
+
 
 def main(argv: list[str] | None = None) -> None:
     try:
@@ -46,6 +49,9 @@ def serve(settings: Settings) -> None:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        # An idle keep-alive HTTPS connection whose client never answers the TLS close_notify would
+        # otherwise hold a SIGTERM for asyncio's 30 s SSL shutdown timeout (or until killed).
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         **ssl,  # type: ignore[arg-type]
     )
     server = uvicorn.Server(config)

@@ -18,6 +18,7 @@ from scheduler_emulator.api.pipeline import MAX_BODY_BYTES
 from scheduler_emulator.domain.clock import Clock
 from scheduler_emulator.domain.errors import Conflict, FieldError
 from scheduler_emulator.schemas.common import first_field_error
+from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
 
 T = TypeVar("T")
@@ -81,9 +82,14 @@ async def in_session(request: Request, work: Callable[[Session], T], wake: bool 
     """Run ``work`` in one store transaction on a worker thread; domain errors become ARM errors.
     ``wake``: the work may make a job due earlier, so wake the dispatcher once it is committed."""
     database: Database = request.app.state.database
+    # Writes check-then-act (one Free collection per subscription, job counts, create-or-replace of a name):
+    # serialise them per subscription so that concurrent requests cannot all pass the same check.
+    subscription = request.path_params.get("subscription_id") if request.method not in ("GET", "HEAD") else None
 
     def run() -> T:
         with database.session() as session:
+            if subscription is not None:
+                repo.lock_subscription(session, subscription)
             return work(session)
 
     try:

@@ -9,10 +9,13 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.due import Skipped, after_busy, due_occurrence
 from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties
 from scheduler_emulator.store import dispatching as store
 from scheduler_emulator.store.models import JobCollectionRow, JobRow, OccurrenceRow
+
+_TINY = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,9 @@ def _claim_one(session: Session, job: JobRow, collection: JobCollectionRow, owne
         occurrence.claimed_at = now
         resumed = True
         expected, repeat = occurrence.expected_time, occurrence.repeat_count
-        manual = job.next_execution_time is None or expected != job.next_execution_time
+        # A scheduled occurrence is an instant of the series (next_execution_time has moved past it
+        # already); a POST .../run is not.
+        manual = rec.next_occurrence_after(properties.timing(), job.series_origin, expected - _TINY) != expected
     elif job.next_execution_time is not None and job.next_execution_time <= now and job.state == "Enabled" \
             and collection.state == "Enabled":
         due = due_occurrence(properties.timing(), job.series_origin, job.next_execution_time, now)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
 from scheduler_emulator.dispatcher.actions.http import HttpAction
 from scheduler_emulator.dispatcher.actions.service_bus import ServiceBusAction
 from scheduler_emulator.dispatcher.actions.storage_queue import StorageQueueAction
 from scheduler_emulator.schemas.job import ActionBase
+
+log = logging.getLogger("scheduler_emulator.dispatcher")
 
 
 class Actions:
@@ -19,6 +23,14 @@ class Actions:
         self.service_bus = ServiceBusAction(settings.servicebus_endpoint_map, settings.action_timeout)
 
     async def execute(self, action: ActionBase, context: FireContext) -> Outcome:
+        """The attempt's outcome; an unexpected error in an action module is a failed attempt, not a crash."""
+        try:
+            return await self._execute(action, context)
+        except Exception as exc:
+            log.exception("%s action raised unexpectedly", action.type)
+            return Outcome(False, f"{action.type} Action - unexpected error: {type(exc).__name__}: {exc}")
+
+    async def _execute(self, action: ActionBase, context: FireContext) -> Outcome:
         if action.request is not None:
             return await self.http.execute(action.request, context)
         if action.queue_message is not None:

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 
 FINAL_STATES = ("Completed", "Faulted")
+
+
+def lock_subscription(session: Session, subscription: str) -> None:
+    """Hold the subscription's write lock until the transaction ends (PostgreSQL advisory lock; SQLite
+    already runs one session at a time), so API writes that check limits before writing never interleave."""
+    if session.get_bind().dialect.name == "postgresql":
+        key = f"subscription:{subscription.lower()}"
+        session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
 
 
 def find_collection(session: Session, subscription: str, resource_group: str, name: str) -> JobCollectionRow | None:

@@ -1,9 +1,166 @@
-"""ServiceBusQueue and ServiceBusTopic actions (being built: see issue 4)."""
+"""ServiceBusQueue and ServiceBusTopic actions, sent with the official SDK (``azure.servicebus.aio``).
+
+Where a namespace lives: ``{namespace}.servicebus.windows.net`` over TLS, unless the operator maps the
+namespace (``--servicebus-endpoint NAMESPACE=ENDPOINT``) to
+
+- ``HOST[:PORT]`` or ``amqp://HOST[:PORT]``: plain TCP (port 5672 by default), the SDK's development-emulator
+  mode (``UseDevelopmentEmulator=true`` in the connection string, which keeps the port and turns TLS off) —
+  the official Service Bus emulator or any AMQP 1.0 peer that speaks CBS;
+- ``amqps://HOST[:PORT]`` or ``sb://HOST[:PORT]``: TLS to another host (a namespace reached under another
+  name, a proxy); a port other than 5671 is given to the SDK as its custom endpoint address.
+
+Authentication is the job's SAS rule (``sasKeyName``/``sasKey``) in a connection string; the SDK signs a
+token per entity and puts it on the namespace's ``$cbs`` node. The key is never written to a message or
+a log.
+
+Opening a sender (connection, CBS, link) costs about half a second, so senders stay open and are reused
+per (namespace, key name, key, entity); :meth:`ServiceBusAction.close` closes them. SDK retries are off:
+the job's retry policy is in charge. A send that fails drops its sender (and client) so the next one
+reconnects; a failure on a sender that had already worked (a connection the service or a network device
+closed since) is retried at once on a fresh connection within the same time budget, so that a dropped idle
+connection does not cost the job a failed attempt.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+from datetime import UTC, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from azure.servicebus import ServiceBusMessage
+from azure.servicebus.aio import ServiceBusClient, ServiceBusSender
+from azure.servicebus.exceptions import (
+    MessageSizeExceededError,
+    MessagingEntityDisabledError,
+    MessagingEntityNotFoundError,
+    OperationTimeoutError,
+    ServiceBusAuthenticationError,
+    ServiceBusAuthorizationError,
+    ServiceBusCommunicationError,
+    ServiceBusConnectionError,
+    ServiceBusError,
+    ServiceBusQuotaExceededError,
+    ServiceBusServerBusyError,
+)
+
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
+from scheduler_emulator.domain.durations import describe, parse_duration
+from scheduler_emulator.schemas.job import ServiceBusMessage as JobServiceBusMessage
 from scheduler_emulator.schemas.job import ServiceBusQueueMessage, ServiceBusTopicMessage
+
+log = logging.getLogger("scheduler_emulator.dispatcher.service_bus")
+
+DEFAULT_HOST_SUFFIX = ".servicebus.windows.net"
+PLAIN_PORT = 5672
+TLS_PORT = 5671
+MAX_TTL_MS = 2**32 - 1  # the AMQP header's ttl is a uint of milliseconds
+CLOSE_TIMEOUT = 5.0  # seconds granted to closing one client
+
+
+class SendFailure(Exception):
+    """A send that did not complete, with the history message's wording."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """How to reach one namespace: the connection string's ``Endpoint`` and the SDK options that go with it."""
+
+    host: str  # host[:port] as shown in messages
+    endpoint: str  # sb://host or sb://host:port
+    emulator: bool  # plain TCP (UseDevelopmentEmulator=true)
+    custom_endpoint_address: str | None = None
+
+    def connection_string(self, key_name: str, key: str) -> str:
+        text = f"Endpoint={self.endpoint};SharedAccessKeyName={key_name};SharedAccessKey={key}"
+        return text + (";UseDevelopmentEmulator=true" if self.emulator else "")
+
+
+def resolve_endpoint(namespace: str, endpoints: dict[str, str]) -> Endpoint:
+    """The endpoint of ``namespace``: the operator's mapping (see the module docstring) or the public one.
+    ValueError with a readable reason for a mapping the SDK cannot use."""
+    mapped = endpoints.get(namespace.lower())
+    if mapped is None:
+        host = f"{namespace}{DEFAULT_HOST_SUFFIX}"
+        return Endpoint(host=host, endpoint=f"sb://{host}", emulator=False)
+    text = mapped.strip()
+    scheme = "amqp"
+    if "://" in text:
+        scheme, _, _ = text.partition("://")
+        scheme = scheme.lower()
+    else:
+        text = f"amqp://{text}"
+    if scheme not in ("amqp", "amqps", "sb"):
+        raise ValueError(f"the endpoint '{mapped}' mapped to it is not amqp://, amqps:// or sb://")
+    parts = urlsplit(text)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"the endpoint '{mapped}' mapped to it has an invalid port") from None
+    if not parts.hostname:
+        raise ValueError(f"the endpoint '{mapped}' mapped to it has no host")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    if scheme == "amqp":
+        address = f"{host}:{port or PLAIN_PORT}"
+        return Endpoint(host=address, endpoint=f"sb://{address}", emulator=True)
+    if port and port != TLS_PORT:
+        return Endpoint(host=f"{host}:{port}", endpoint=f"sb://{host}", emulator=False,
+                        custom_endpoint_address=f"sb://{host}:{port}")
+    return Endpoint(host=host, endpoint=f"sb://{host}", emulator=False)
+
+
+def build_message(job_message: JobServiceBusMessage) -> ServiceBusMessage:
+    """The SDK message for a job's service bus message. ValueError for a property the service would refuse."""
+    props = job_message.brokered_message_properties
+    kwargs: dict[str, Any] = {}
+    if props is not None:
+        if props.session_id and props.partition_key and props.partition_key != props.session_id:
+            raise ValueError(
+                f"brokeredMessageProperties.partitionKey '{props.partition_key}' must equal sessionId "
+                f"'{props.session_id}' when both are set"
+            )
+        kwargs = {
+            "content_type": props.content_type,
+            "correlation_id": props.correlation_id,
+            "subject": props.label,
+            "message_id": props.message_id,
+            "session_id": props.session_id,
+            "partition_key": props.partition_key,
+            "reply_to": props.reply_to,
+            "reply_to_session_id": props.reply_to_session_id,
+            "to": props.to,
+        }
+        if props.scheduled_enqueue_time_utc is not None:
+            kwargs["scheduled_enqueue_time_utc"] = props.scheduled_enqueue_time_utc.astimezone(UTC)
+        if props.time_to_live is not None:
+            ttl = parse_duration(props.time_to_live)
+            if ttl < timedelta(0):
+                raise ValueError("brokeredMessageProperties.timeToLive must not be negative")
+            # Longer than the header can carry means "as long as the entity allows": the entity's own
+            # default time to live caps a message's anyway, so leaving it out is the same.
+            if ttl.total_seconds() * 1000 <= MAX_TTL_MS:
+                kwargs["time_to_live"] = ttl
+    # forcePersistence and viaPartitionKey have no modern equivalent: accepted, stored, not sent.
+    return ServiceBusMessage(
+        body=job_message.message if job_message.message is not None else "",
+        application_properties=dict(job_message.custom_message_properties or {}) or None,
+        **{name: value for name, value in kwargs.items() if value is not None},
+    )
+
+
+class _Link:
+    """One cached sender (and the client that owns it) for one (namespace, key, entity)."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.client: ServiceBusClient | None = None
+        self.sender: ServiceBusSender | None = None
+        self.proven = False  # a send on this sender completed
 
 
 class ServiceBusAction:
@@ -12,10 +169,151 @@ class ServiceBusAction:
     def __init__(self, endpoints: dict[str, str], timeout: float) -> None:
         self.endpoints = endpoints
         self.timeout = timeout
+        self._links: dict[tuple[str, ...], _Link] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+        sdk_log = logging.getLogger("azure.servicebus")
+        if sdk_log.level == logging.NOTSET:  # its INFO lines narrate every link state change
+            sdk_log.setLevel(max(logging.WARNING, logging.getLogger().level))
 
     async def execute(self, message: ServiceBusQueueMessage | ServiceBusTopicMessage, context: FireContext) -> Outcome:
-        kind = "ServiceBusQueue" if isinstance(message, ServiceBusQueueMessage) else "ServiceBusTopic"
-        return Outcome(False, f"{kind} Action - this action type is not supported by this emulator yet")
+        if isinstance(message, ServiceBusQueueMessage):
+            kind, entity_kind, entity = "ServiceBusQueue", "queue", message.queue_name
+        else:
+            kind, entity_kind, entity = "ServiceBusTopic", "topic", message.topic_path
+        namespace = message.namespace
+        auth = message.authentication
+        key_name, key = auth.sas_key_name or "", auth.sas_key or ""
+        where = f"{entity_kind} '{entity}' of namespace '{namespace}'"
+        try:
+            endpoint = resolve_endpoint(namespace, self.endpoints)
+        except ValueError as exc:
+            return Outcome(False, f"{kind} Action - cannot reach namespace '{namespace}': {exc}")
+        try:
+            outgoing = build_message(message)
+        except (ValueError, TypeError) as exc:
+            return Outcome(False, f"{kind} Action - the message for {where} is not valid: {_scrub(str(exc), key)}")
+        cache_key = (
+            namespace.lower(), key_name, hashlib.sha256(key.encode()).hexdigest(), entity_kind, entity,
+        )
+        describe_failure = _Describer(namespace, entity_kind, entity, where, key_name, key, endpoint, self.timeout)
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self._send(cache_key, endpoint, key_name, key, entity_kind, entity, outgoing)
+        except TimeoutError:
+            return Outcome(False, f"{kind} Action - {describe_failure.timeout()}")
+        except SendFailure as exc:
+            return Outcome(False, f"{kind} Action - {exc}")
+        except Exception as exc:  # noqa: BLE001 - whatever the SDK raises is the attempt's failure
+            return Outcome(False, f"{kind} Action - {describe_failure(exc)}")
+        return Outcome(True, f"{kind} Action - message sent to {where}")
+
+    async def _send(self, cache_key: tuple[str, ...], endpoint: Endpoint, key_name: str, key: str,
+                    entity_kind: str, entity: str, outgoing: ServiceBusMessage) -> None:
+        link = self._links.setdefault(cache_key, _Link())
+        async with link.lock:
+            reused = link.sender is not None and link.proven
+            for attempt in (1, 2):
+                if link.sender is None:
+                    self._open(link, endpoint, key_name, key, entity_kind, entity)
+                assert link.sender is not None
+                try:
+                    await link.sender.send_messages(outgoing)
+                except asyncio.CancelledError:
+                    self._discard(link)  # cut off mid-send (the action timeout): its state is unknown
+                    raise
+                except Exception as exc:
+                    self._discard(link)
+                    if attempt == 1 and reused and not _is_final(exc):
+                        log.info("service bus sender for %s '%s' failed (%s); reconnecting", entity_kind, entity,
+                                 type(exc).__name__)
+                        continue
+                    raise
+                link.proven = True
+                return
+
+    def _open(self, link: _Link, endpoint: Endpoint, key_name: str, key: str, entity_kind: str, entity: str) -> None:
+        options: dict[str, Any] = {"retry_total": 0}
+        if endpoint.custom_endpoint_address:
+            options["custom_endpoint_address"] = endpoint.custom_endpoint_address
+        try:
+            client = ServiceBusClient.from_connection_string(endpoint.connection_string(key_name, key), **options)
+        except ValueError as exc:
+            raise SendFailure(f"the connection settings for namespace at '{endpoint.host}' are not valid: "
+                              f"{_scrub(str(exc), key)}") from None
+        sender = client.get_queue_sender(entity) if entity_kind == "queue" else client.get_topic_sender(entity)
+        link.client, link.sender, link.proven = client, sender, False
+
+    def _discard(self, link: _Link) -> None:
+        """Forget the link's sender and client and close them in the background (bounded)."""
+        client = link.client
+        link.client, link.sender, link.proven = None, None, False
+        if client is not None:
+            task = asyncio.get_running_loop().create_task(_close_quietly(client))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:
-        pass
+        links, self._links = list(self._links.values()), {}
+        clients = [link.client for link in links if link.client is not None]
+        for link in links:
+            link.client, link.sender = None, None
+        await asyncio.gather(*(_close_quietly(client) for client in clients), *list(self._closing),
+                             return_exceptions=True)
+
+
+async def _close_quietly(client: ServiceBusClient) -> None:
+    with contextlib.suppress(Exception, TimeoutError):
+        await asyncio.wait_for(client.close(), CLOSE_TIMEOUT)
+
+
+def _is_final(exc: Exception) -> bool:
+    """Failures a fresh connection would not cure."""
+    return isinstance(exc, (ServiceBusAuthenticationError, ServiceBusAuthorizationError, MessagingEntityNotFoundError,
+                            MessagingEntityDisabledError, MessageSizeExceededError, ValueError, TypeError))
+
+
+def _scrub(text: str, key: str) -> str:
+    """One line of error text, never containing the SAS key."""
+    if key:
+        text = text.replace(key, "***")
+    return re.sub(r"\s+", " ", text).strip()
+
+
+class _Describer:
+    """The history message (after ``{kind} Action - ``) for a failed send."""
+
+    def __init__(self, namespace: str, entity_kind: str, entity: str, where: str, key_name: str, key: str,
+                 endpoint: Endpoint, timeout: float) -> None:
+        self.namespace, self.entity_kind, self.entity, self.where = namespace, entity_kind, entity, where
+        self.key_name, self.key, self.endpoint, self.timeout_seconds = key_name, key, endpoint, timeout
+
+    def timeout(self) -> str:
+        seconds = f"{self.timeout_seconds:g} second{'s' if self.timeout_seconds != 1 else ''}"
+        if self.timeout_seconds == int(self.timeout_seconds):
+            seconds = describe(timedelta(seconds=self.timeout_seconds))
+        return f"sending to {self.where} timed out after {seconds} (endpoint {self.endpoint.host})"
+
+    def __call__(self, exc: BaseException) -> str:
+        reason = self.reason(exc)
+        if isinstance(exc, ServiceBusAuthenticationError | ServiceBusAuthorizationError):
+            return f"could not authenticate to namespace '{self.namespace}' with key '{self.key_name}': {reason}"
+        if isinstance(exc, MessagingEntityNotFoundError):
+            return f"{self.entity_kind} '{self.entity}' was not found in namespace '{self.namespace}': {reason}"
+        if isinstance(exc, MessagingEntityDisabledError):
+            return f"{self.entity_kind} '{self.entity}' of namespace '{self.namespace}' is disabled: {reason}"
+        if isinstance(exc, MessageSizeExceededError):
+            return f"the message is too large for {self.where}: {reason}"
+        if isinstance(exc, OperationTimeoutError):
+            return self.timeout()
+        if isinstance(exc, ServiceBusQuotaExceededError | ServiceBusServerBusyError):
+            return f"namespace '{self.namespace}' refused the message for {self.entity_kind} '{self.entity}': {reason}"
+        if isinstance(exc, ServiceBusConnectionError | ServiceBusCommunicationError | OSError):
+            return f"could not connect to namespace '{self.namespace}' at {self.endpoint.host}: {reason}"
+        return f"sending to {self.where} failed: {reason}"
+
+    def reason(self, exc: BaseException) -> str:
+        text = str(exc.message) if isinstance(exc, ServiceBusError) and exc.message else str(exc)
+        inner = getattr(exc, "inner_exception", None) or exc.__cause__
+        if inner is not None and str(inner) and str(inner) not in text:
+            text = f"{text} ({inner})"
+        return _scrub(text, self.key) or type(exc).__name__
