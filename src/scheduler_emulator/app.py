@@ -14,6 +14,7 @@ from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.loop import Dispatcher
 from scheduler_emulator.domain.clock import Clock
+from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.store.database import Database
 
 
@@ -28,14 +29,14 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
         dispatcher = None
         if settings.dispatcher:
             actions = Actions(settings)
-            dispatcher = Dispatcher(database, app.state.clock, settings, actions)
+            dispatcher = Dispatcher(database, app.state.clock, settings, actions, app.state.metrics)
             dispatcher.start()
         app.state.dispatcher = dispatcher
         try:
             yield
         finally:
             if dispatcher is not None:
-                await dispatcher.stop()
+                await dispatcher.stop(settings.shutdown_grace)
                 await actions.close()
             database.dispose()
 
@@ -49,10 +50,12 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.clock = clock or Clock()
+    app.state.metrics = Metrics()
     app.include_router(job_collections.router)
     app.include_router(jobs.router)
     app.include_router(history.router)
     app.include_router(emulator.router)
+    app.include_router(emulator.metrics_router)
     install_error_handlers(app)
     app.add_middleware(ArmPipeline)
     return app

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import uvicorn
@@ -10,10 +9,8 @@ import uvicorn
 from scheduler_emulator import __version__
 from scheduler_emulator.app import create_app
 from scheduler_emulator.config import ConfigError, Settings, settings_from_args
+from scheduler_emulator.logs import configure_logging
 from scheduler_emulator.tls import self_signed_certificate
-
-# How long open connections get to finish on shutdown before they are dropped.
-GRACEFUL_SHUTDOWN_SECONDS = 5
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,8 +24,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def serve(settings: Settings) -> None:
     """Run the service in the foreground until interrupted."""
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
+    configure_logging(settings.log_level, settings.log_format)
     ssl: dict[str, str] = {}
     if settings.https:
         if settings.cert and settings.key:
@@ -49,9 +45,8 @@ def serve(settings: Settings) -> None:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
-        # An idle keep-alive HTTPS connection whose client never answers the TLS close_notify would
-        # otherwise hold a SIGTERM for asyncio's 30 s SSL shutdown timeout (or until killed).
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        log_config=None,
+        timeout_graceful_shutdown=int(settings.shutdown_grace) + 5,
         **ssl,  # type: ignore[arg-type]
     )
     server = uvicorn.Server(config)

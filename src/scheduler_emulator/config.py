@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+LogFormat = Literal["auto", "json", "text"]
 
 
 class ConfigError(ValueError):
@@ -30,6 +31,10 @@ class Settings(BaseSettings):
     cert: Path | None = Field(None, description="PEM certificate for HTTPS (implies --https).")
     key: Path | None = Field(None, description="PEM private key for HTTPS (implies --https).")
     log_level: LogLevel = Field("info", description="Log verbosity.")
+    log_format: LogFormat = Field("auto", description="Log lines as JSON, as text, or auto (text on a terminal).")
+    shutdown_grace: float = Field(
+        10.0, ge=0, description="Seconds a stopping server lets attempts in flight finish before releasing them."
+    )
     dispatcher: bool = Field(True, description="Run the dispatcher that fires jobs (off: API only).")
     min_retry_interval: float = Field(
         15.0, gt=0, le=15.0,
@@ -149,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cert", type=Path, help=describe("cert"))
     parser.add_argument("--key", type=Path, help=describe("key"))
     parser.add_argument("--log-level", choices=list(get_args(LogLevel)), help=describe("log_level"))
+    parser.add_argument("--log-format", choices=list(get_args(LogFormat)), help=describe("log_format"))
+    parser.add_argument("--shutdown-grace", type=float, help=describe("shutdown_grace"))
     parser.add_argument(
         "--dispatcher", action=argparse.BooleanOptionalAction, default=None, help=describe("dispatcher")
     )

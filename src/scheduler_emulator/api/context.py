@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -21,6 +23,7 @@ from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
 
+log = logging.getLogger("scheduler_emulator.api")
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
@@ -98,9 +101,14 @@ async def in_session(request: Request, work: Callable[[Session], T], wake: bool 
         raise errors.from_field_error(exc) from None
     except Conflict as exc:
         raise errors.from_conflict(exc) from None
-    except OperationalError as exc:
-        if database.is_disconnect(exc):
-            raise errors.service_unavailable("The database is unreachable; try again shortly.") from None
+    except (OperationalError, PoolTimeout) as exc:
+        # Operational errors are the database's state (unreachable, restarting, refusing connections),
+        # never the request's: answer 503 at once rather than hang or 500.
+        log.warning("database unavailable: %s", str(exc).splitlines()[0])
+        raise errors.service_unavailable("The database is unreachable; try again shortly.") from None
+    except DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise errors.service_unavailable("The database connection was lost; try again shortly.") from None
         raise
     if wake:
         wake_dispatcher(request)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -15,12 +16,14 @@ from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_session, json_object, now, validated
 from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.clock import isoformat_z
-from scheduler_emulator.domain.job_rules import HORIZON
 from scheduler_emulator.domain.errors import FieldError
+from scheduler_emulator.domain.job_rules import HORIZON
 from scheduler_emulator.schemas.common import DateTime, WireModel
 from scheduler_emulator.schemas.job import Recurrence, timing_of
+from scheduler_emulator.store.dispatching import count_due
 
 router = APIRouter(prefix="/_emulator")
+metrics_router = APIRouter()
 
 MAX_PREVIEW = 1000
 
@@ -68,3 +71,13 @@ async def health(request: Request) -> Response:
     except Exception as exc:  # noqa: BLE001 - any failure to reach the store is "unavailable"
         return JSONResponse({**body, "status": "unavailable", "reason": str(exc).splitlines()[0]}, status_code=503)
     return JSONResponse(body)
+
+
+@metrics_router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    """Prometheus text format; the due backlog is measured now."""
+    registry = request.app.state.metrics
+    moment = now(request)
+    with contextlib.suppress(errors.ArmError):  # the database is away: report the rest
+        registry.backlog.set(await in_session(request, lambda session: count_due(session, moment)))
+    return Response(registry.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

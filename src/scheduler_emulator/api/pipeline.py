@@ -13,6 +13,7 @@ then the FastAPI handlers, whose errors are rendered by ``install_error_handlers
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any
 from urllib.parse import parse_qs
@@ -26,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from scheduler_emulator.api import errors
 
 log = logging.getLogger("scheduler_emulator.api")
+access_log = logging.getLogger("scheduler_emulator.access")
 
 MAX_URL_LENGTH = 2048
 MAX_BODY_BYTES = 1024 * 1024
@@ -88,15 +90,19 @@ class ArmPipeline:
                 message["headers"] = list(message.get("headers", [])) + response_headers
             await send(message)
 
+        began = time.perf_counter()
+        status = 500
         error = self._check(scope, headers)
         if error is not None:
             await error.response()(scope, receive, send_with_ids)
+            self._observe(scope, request_id, error.status, time.perf_counter() - began)
             return
         started = False
 
         async def send_tracking(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
+            nonlocal started, status
+            if message["type"] == "http.response.start":
+                started, status = True, message["status"]
             await send_with_ids(message)
 
         try:
@@ -105,7 +111,26 @@ class ArmPipeline:
             log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
             if started:
                 raise
+            status = 500
             await errors.internal_error().response()(scope, receive, send_with_ids)
+        finally:
+            self._observe(scope, request_id, status, time.perf_counter() - began)
+
+    @staticmethod
+    def _observe(scope: Scope, request_id: str, status: int, seconds: float) -> None:
+        """One access-log line and the request metrics."""
+        route = getattr(scope.get("route"), "path", None) or "unmatched"
+        method = scope.get("method", "")
+        access_log.info(
+            "%s %s %d %.1f ms", method, scope.get("path"), status, seconds * 1000,
+            extra={"fields": {"request_id": request_id, "method": method, "path": scope.get("path"), "route": route,
+                              "status": status, "duration_ms": round(seconds * 1000, 2)}},
+        )
+        app = scope.get("app")
+        metrics = getattr(getattr(app, "state", None), "metrics", None)
+        if metrics is not None:
+            metrics.requests.labels(route, method, str(status)).inc()
+            metrics.request_seconds.labels(route).observe(seconds)
 
     def _check(self, scope: Scope, headers: dict[str, str]) -> errors.ArmError | None:
         raw_path: str = scope["path"]

@@ -22,6 +22,7 @@ from scheduler_emulator.domain.clock import Clock, isoformat_z
 from scheduler_emulator.domain.due import Skipped
 from scheduler_emulator.domain.history import history_id
 from scheduler_emulator.domain.job_rules import RetryPlan, RetrySpec, effective_retry
+from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.schemas.job import ActionBase, RetryPolicy
 from scheduler_emulator.schemas.job_collection import stored_limits
 from scheduler_emulator.store import dispatching as store
@@ -38,8 +39,12 @@ class Dispatcher:
     """Fires every due occurrence once. Start with :meth:`start`, stop with :meth:`stop`; call
     :meth:`wake` after any change that may make a job due earlier."""
 
-    def __init__(self, database: Database, clock: Clock, settings: Settings, actions: Actions) -> None:
+    def __init__(self, database: Database, clock: Clock, settings: Settings, actions: Actions,
+                 metrics: Metrics) -> None:
         self.database = database
+        self.metrics = metrics
+        self._stopping = False
+        self._stopped = asyncio.Event()
         self.clock = clock
         self.settings = settings
         self.actions = actions
@@ -55,17 +60,23 @@ class Dispatcher:
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="dispatcher")
 
-    async def stop(self) -> None:
-        """Stop claiming, abandon attempts in flight and hand their leases back at once, so the next
-        start (or another dispatcher) resumes them."""
+    async def stop(self, grace: float = 0.0) -> None:
+        """Stop claiming; let attempts in flight finish for up to ``grace`` seconds (no new retries start),
+        then abandon the rest and hand their leases back at once, so the next start (or another
+        dispatcher) resumes those occurrences."""
+        self._stopping = True
+        self._stopped.set()  # interrupts retry waits
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        for task in list(self._running):
-            task.cancel()
         if self._running:
-            await asyncio.gather(*self._running, return_exceptions=True)
+            _, pending = await asyncio.wait(list(self._running), timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+                log.info("released %d occurrence(s) still in flight at shutdown", len(pending))
         with contextlib.suppress(Exception):
             await self._db(lambda s: store.release_all(s, self.owner, self.clock.now()))
 
@@ -121,14 +132,17 @@ class Dispatcher:
 
     async def _run_occurrence(self, claim: Claim) -> None:
         renewal = asyncio.create_task(self._renew(claim.job_id))
+        self.metrics.occurrences.inc()
+        self.metrics.in_flight.inc()
         try:
             await self._fire(claim)
-        except asyncio.CancelledError:
-            raise
+        except (asyncio.CancelledError, _Released):
+            pass  # stopping: the lease is handed back by stop()
         except Exception:
             log.exception("occurrence of job %s/%s failed unexpectedly", claim.collection_name, claim.job_name)
         finally:
             renewal.cancel()
+            self.metrics.in_flight.dec()
 
     async def _renew(self, job_id: int) -> None:
         interval = self.lease.total_seconds() / 3
@@ -167,7 +181,7 @@ class Dispatcher:
         """The first attempt and up to ``plan.retries`` retries; True as soon as one succeeds."""
         for retry in range(plan.retries + 1):
             if retry:
-                await asyncio.sleep(plan.interval.total_seconds())
+                await self._wait_to_retry(plan.interval.total_seconds())
             context = FireContext(
                 execution_tag=execution_tag,
                 client_request_id=str(uuid.uuid4()),
@@ -177,12 +191,20 @@ class Dispatcher:
                 region=claim.region,
             )
             started = self.clock.now()
+            lateness = (started - claim.expected_time).total_seconds()
+            if retry == 0 and action_name == "MainAction":
+                self.metrics.lag.observe(max(0.0, lateness))
             outcome = await self.actions.execute(action, context)
             ended = self.clock.now()
+            result = "succeeded" if outcome.succeeded else "failed"
+            self.metrics.attempts.labels(action.type, action_name, result).inc()
             log.info(
-                "job %s/%s %s attempt %d: %s (%.0f ms late)", claim.collection_name, claim.job_name, action_name,
-                retry, "succeeded" if outcome.succeeded else "failed",
-                max(0.0, (started - claim.expected_time).total_seconds() * 1000),
+                "job %s/%s %s attempt %d %s", claim.collection_name, claim.job_name, action_name, retry, result,
+                extra={"fields": {
+                    "collection": claim.collection_name, "job": claim.job_name, "action_type": action.type,
+                    "action": action_name, "retry": retry, "repeat": claim.repeat_count, "outcome": result,
+                    "lateness_ms": round(lateness * 1000, 1), "duration_ms": round((ended - started).total_seconds() * 1000, 1),
+                }},
             )
             recorded = await self._record(claim, action_name, retry, started, ended, outcome)
             if not recorded:
@@ -190,6 +212,14 @@ class Dispatcher:
             if outcome.succeeded:
                 return True
         return False
+
+    async def _wait_to_retry(self, seconds: float) -> None:
+        """Sleep until the retry is due; a stopping dispatcher does not start new retries."""
+        if not self._stopping:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopped.wait(), timeout=seconds)
+        if self._stopping:
+            raise _Released
 
     async def _record(self, claim: Claim, action_name: str, retry: int, started: datetime, ended: datetime,
                       outcome: Outcome) -> bool:
@@ -255,6 +285,10 @@ class Dispatcher:
             await self._db(work)
         except Exception:
             log.exception("history clean-up failed")
+
+
+class _Released(Exception):
+    """An occurrence given up by a stopping dispatcher (its lease is handed back for another to resume)."""
 
 
 def _retry_spec(policy: RetryPolicy | None) -> RetrySpec | None:

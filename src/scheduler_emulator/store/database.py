@@ -41,7 +41,8 @@ class Database:
                 Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         elif self.dialect == "postgresql":
             url = url.replace("postgresql://", "postgresql+psycopg://", 1) if "+" not in url.split(":")[0] else url
-            kwargs.update(pool_size=10, max_overflow=20, pool_pre_ping=True)
+            kwargs.update(pool_size=10, max_overflow=20, pool_pre_ping=True, pool_timeout=10,
+                          connect_args={"connect_timeout": 5})
         self.engine: Engine = create_engine(url, **kwargs)
         if self.dialect == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
@@ -60,14 +61,6 @@ class Database:
         with self._lock or nullcontext(), self.engine.begin() as connection:
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
-
-    @staticmethod
-    def is_disconnect(exc: Exception) -> bool:
-        """Whether a database error means the server is unreachable (as opposed to a bad statement)."""
-        text = str(exc).lower()
-        return bool(getattr(exc, "connection_invalidated", False)) or any(
-            phrase in text for phrase in ("could not connect", "connection refused", "server closed", "terminating connection")
-        )
 
     def dispose(self) -> None:
         self.engine.dispose()

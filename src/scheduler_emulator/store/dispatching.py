@@ -43,6 +43,16 @@ def due_jobs(session: Session, now: datetime, limit: int, skip_locked: bool) -> 
     return [(job, collection) for job, collection in session.execute(query).tuples()]
 
 
+def count_due(session: Session, now: datetime) -> int:
+    """How many jobs are due (scheduled at or before ``now``, enabled) and not claimed yet."""
+    return session.scalar(
+        select(func.count()).select_from(JobRow)
+        .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+        .where(JobRow.lease_owner.is_(None), JobRow.state == "Enabled", JobCollectionRow.state == "Enabled",
+               JobRow.next_execution_time <= now)
+    ) or 0
+
+
 def next_wake_time(session: Session) -> datetime | None:
     """The earliest instant at which a job becomes claimable (a scheduled time or a lease expiry)."""
     scheduled = session.scalar(

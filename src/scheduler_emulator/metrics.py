@@ -1,0 +1,45 @@
+"""Prometheus metrics of one process (SPEC §10), in a registry of its own so that apps never share state."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class Metrics:
+    """Everything ``GET /metrics`` reports."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.occurrences = Counter(
+            "scheduler_occurrences_fired", "Occurrences the dispatcher started (scheduled or run on request).",
+            registry=self.registry,
+        )
+        self.attempts = Counter(
+            "scheduler_attempts", "Action attempts by action type, main or error action, and outcome.",
+            ["action_type", "action", "outcome"], registry=self.registry,
+        )
+        self.lag = Histogram(
+            "scheduler_firing_lag_seconds", "Delay between an occurrence's expected time and its first attempt.",
+            buckets=LAG_BUCKETS, registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "scheduler_occurrences_in_flight", "Occurrences executing or waiting to retry in this process.",
+            registry=self.registry,
+        )
+        self.backlog = Gauge(
+            "scheduler_due_backlog", "Jobs due now but not yet claimed by a dispatcher (measured at scrape time).",
+            registry=self.registry,
+        )
+        self.requests = Counter(
+            "scheduler_api_requests", "API requests by route template, method and status code.",
+            ["route", "method", "status"], registry=self.registry,
+        )
+        self.request_seconds = Histogram(
+            "scheduler_api_request_duration_seconds", "API request durations by route template.",
+            ["route"], registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

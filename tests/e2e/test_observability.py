@@ -1,0 +1,206 @@
+"""Operating a running instance: health (503 while the database is away), metrics that move when a job
+fires, JSON log lines carrying the request id, and a clean shutdown with a job in flight."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres
+from target_server import TargetServer
+
+PARAMS = {"api-version": API}
+
+
+@pytest.fixture
+def target() -> Iterator[TargetServer]:
+    server = TargetServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    servers: list[ServerProcess] = []
+
+    def start_server(*args: str) -> ServerProcess:
+        server = ServerProcess(["--port", "0", "--data-dir", str(tmp_path), "--min-retry-interval", "1", *args]).start()
+        servers.append(server)
+        return server
+
+    yield start_server
+    for server in servers:
+        server.stop()
+
+
+def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def _create(client: httpx.Client, names: Names, job: str, action: dict, **properties: object) -> None:
+    if client.get(names.collection_path, params=PARAMS).status_code == 404:
+        assert client.put(names.collection_path, params=PARAMS, json={"location": "westus"}).status_code == 201
+    response = client.put(names.job_path(job), params=PARAMS, json={"properties": {"action": action, **properties}})
+    assert response.status_code == 201, response.text
+
+
+def _assert_clean_exit(server: ServerProcess) -> None:
+    """The server finished its shutdown (uvicorn re-raises SIGTERM afterwards, so the status is 0 or -15)."""
+    assert server.wait_exit(20) in (0, -signal.SIGTERM)
+    time.sleep(0.2)  # let the output reader catch up
+    assert "Application shutdown complete" in server.log, server.log[-3000:]
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    """The sum of the samples of ``name`` with these labels, in Prometheus text format (0 when absent)."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        key, _, value = line.rpartition(" ")
+        if key.split("{")[0] == name and all(f'{k}="{v}"' in key for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+def test_health_is_503_while_the_database_is_away(start) -> None:
+    require_postgres()
+    import psycopg
+    from conftest import PG_ADMIN_DSN
+
+    database = PostgresDatabase().create()
+    try:
+        server = start("--database-url", database.url)
+        names = Names()
+        with server.client() as client:
+            assert client.get("/_emulator/health").json()["database"] == "postgresql"
+            assert client.put(names.collection_path, params=PARAMS, json={"location": "westus"}).status_code == 201
+            with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
+                admin.execute(f'ALTER DATABASE "{database.name}" ALLOW_CONNECTIONS false')
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                              (database.name,))
+            began = time.monotonic()
+            health = client.get("/_emulator/health")
+            api = client.get(names.collection_path, params=PARAMS)
+            assert time.monotonic() - began < 15, "answers come at once, not after a hang"
+            assert health.status_code == 503
+            assert health.json()["status"] == "unavailable" and health.json()["reason"]
+            assert api.status_code == 503
+            assert api.json()["error"]["code"] == "ServiceUnavailable"
+            with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
+                admin.execute(f'ALTER DATABASE "{database.name}" ALLOW_CONNECTIONS true')
+            _wait(lambda: client.get("/_emulator/health").status_code == 200, 15, "health to recover")
+            assert client.get(names.collection_path, params=PARAMS).status_code == 200
+        server.stop()
+    finally:
+        database.drop()
+
+
+def test_metrics_move_when_a_job_fires(start, target: TargetServer) -> None:
+    server = start()
+    names = Names()
+    with server.client() as client:
+        before = client.get("/metrics")
+        assert before.status_code == 200 and before.headers["content-type"].startswith("text/plain")
+        _create(client, names, "ok", {"type": "Http", "request": {"uri": target.url("/ok"), "method": "GET"}})
+        _create(client, names, "bad", {"type": "Http", "request": {"uri": target.url("/fail"), "method": "GET"},
+                                       "retryPolicy": {"retryType": "Fixed", "retryCount": 1, "retryInterval": "PT1S"}})
+        _wait(lambda: len(target.requests("/fail")) == 2 and len(target.requests("/ok")) == 1, 15, "the fires")
+        _wait(lambda: _metric(client.get("/metrics").text, "scheduler_occurrences_in_flight") == 0, 10, "idle")
+        after = client.get("/metrics").text
+    assert _metric(after, "scheduler_occurrences_fired_total") - _metric(before.text, "scheduler_occurrences_fired_total") == 2
+    assert _metric(after, "scheduler_attempts_total", action_type="Http", action="MainAction", outcome="succeeded") == 1
+    assert _metric(after, "scheduler_attempts_total", action_type="Http", action="MainAction", outcome="failed") == 2
+    assert _metric(after, "scheduler_firing_lag_seconds_count") == 2
+    assert _metric(after, "scheduler_due_backlog") == 0
+    assert _metric(after, "scheduler_api_requests_total", method="PUT", status="201") >= 3
+
+
+def test_every_api_request_logs_one_json_line_with_its_request_id(start) -> None:
+    server = start("--log-format", "json", "--log-level", "info")
+    names = Names()
+    with server.client() as client:
+        created = client.put(names.collection_path, params=PARAMS, json={"location": "westus"})
+        missing = client.get(names.job_path("nope"), params=PARAMS)
+    server.stop()
+    lines = [json.loads(line) for line in server.output if line.startswith("{")]
+    for response in (created, missing):
+        request_id = response.headers["x-ms-request-id"]
+        matching = [line for line in lines if line.get("request_id") == request_id]
+        assert len(matching) == 1, (request_id, server.log)
+        line = matching[0]
+        assert line["status"] == response.status_code
+        assert line["route"].endswith("{collection_name}") or line["route"].endswith("{job_name}")
+        assert line["duration_ms"] >= 0 and line["level"] == "info"
+
+
+def test_attempts_log_job_action_outcome_and_lateness(start, target: TargetServer) -> None:
+    server = start("--log-format", "json")
+    names = Names()
+    with server.client() as client:
+        _create(client, names, "logged", {"type": "Http", "request": {"uri": target.url("/x"), "method": "GET"}})
+        target.wait_for(1, 10, "/x")
+        _wait(lambda: client.get(names.job_path("logged"), params=PARAMS).json()["properties"]["state"] == "Completed",
+              10, "completion")
+    server.stop()
+    attempts = [json.loads(line) for line in server.output if line.startswith("{") and '"outcome"' in line]
+    assert len(attempts) == 1
+    assert attempts[0]["job"] == "logged" and attempts[0]["collection"] == names.collection
+    assert attempts[0]["action_type"] == "Http" and attempts[0]["outcome"] == "succeeded"
+    assert 0 <= attempts[0]["lateness_ms"] < 5000
+
+
+def test_text_logs_are_readable_lines(start) -> None:
+    server = start("--log-format", "text")
+    with server.client() as client:
+        client.get("/_emulator/health")
+    server.stop()
+    access = [line for line in server.output if "scheduler_emulator.access" in line]
+    assert access and not access[0].startswith("{") and "GET /_emulator/health 200" in access[0]
+
+
+def test_shutdown_lets_an_attempt_in_flight_finish(start, target: TargetServer) -> None:
+    target.respond("/slow", delay=2)
+    server = start("--shutdown-grace", "10")
+    names = Names()
+    with server.client() as client:
+        _create(client, names, "inflight", {"type": "Http", "request": {"uri": target.url("/slow"), "method": "GET"}})
+    target.wait_for(1, 10, "/slow")
+    assert server.process is not None
+    server.process.send_signal(signal.SIGTERM)
+    _assert_clean_exit(server)
+    restarted = start()
+    with restarted.client() as client:
+        entries = client.get(names.job_path("inflight") + "/history", params=PARAMS).json()["value"]
+        job = client.get(names.job_path("inflight"), params=PARAMS).json()
+    assert [e["properties"]["status"] for e in entries] == ["Completed"]
+    assert job["properties"]["state"] == "Completed"
+    time.sleep(1.5)
+    assert len(target.requests("/slow")) == 1  # finished before exit, so never repeated
+
+
+def test_shutdown_releases_an_occurrence_waiting_to_retry(start, target: TargetServer) -> None:
+    target.respond("/flaky", fail_first=1)
+    server = start("--shutdown-grace", "10")
+    names = Names()
+    with server.client() as client:
+        _create(client, names, "flaky", {"type": "Http", "request": {"uri": target.url("/flaky"), "method": "GET"},
+                                         "retryPolicy": {"retryType": "Fixed", "retryCount": 2, "retryInterval": "PT30S"}})
+    target.wait_for(1, 10, "/flaky")
+    time.sleep(0.5)
+    assert server.process is not None
+    began = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    _assert_clean_exit(server)
+    assert time.monotonic() - began < 8, "a retry wait does not hold the shutdown up"
+    start()  # the released occurrence is resumed at once, not after its lease would have expired
+    target.wait_for(2, 10, "/flaky")
