@@ -51,9 +51,10 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.clock = clock or Clock()
     app.state.metrics = Metrics()
-    app.include_router(job_collections.router)
-    app.include_router(jobs.router)
-    app.include_router(history.router)
+    if settings.api:
+        app.include_router(job_collections.router)
+        app.include_router(jobs.router)
+        app.include_router(history.router)
     app.include_router(emulator.router)
     app.include_router(emulator.metrics_router)
     install_error_handlers(app)

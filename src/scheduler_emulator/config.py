@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     shutdown_grace: float = Field(
         10.0, ge=0, description="Seconds a stopping server lets attempts in flight finish before releasing them."
     )
+    api: bool = Field(
+        True, description="Serve the ARM API (off: a dispatcher-only process; health and metrics stay up)."
+    )
     dispatcher: bool = Field(True, description="Run the dispatcher that fires jobs (off: API only).")
     min_retry_interval: float = Field(
         15.0, gt=0, le=15.0,
@@ -76,6 +79,8 @@ class Settings(BaseSettings):
             raise ValueError("--cert and --key must be given together")
         if self.cert is not None:
             self.https = True
+        if not self.api and not self.dispatcher:
+            raise ValueError("--no-api and --no-dispatcher together leave nothing to run")
         return self
 
     @property
@@ -156,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", choices=list(get_args(LogLevel)), help=describe("log_level"))
     parser.add_argument("--log-format", choices=list(get_args(LogFormat)), help=describe("log_format"))
     parser.add_argument("--shutdown-grace", type=float, help=describe("shutdown_grace"))
+    parser.add_argument("--api", action=argparse.BooleanOptionalAction, default=None, help=describe("api"))
     parser.add_argument(
         "--dispatcher", action=argparse.BooleanOptionalAction, default=None, help=describe("dispatcher")
     )

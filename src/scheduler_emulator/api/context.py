@@ -22,6 +22,7 @@ from scheduler_emulator.domain.errors import Conflict, FieldError
 from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.dispatching import announce_change
 
 log = logging.getLogger("scheduler_emulator.api")
 T = TypeVar("T")
@@ -93,7 +94,10 @@ async def in_session(request: Request, work: Callable[[Session], T], wake: bool 
         with database.session() as session:
             if subscription is not None:
                 repo.lock_subscription(session, subscription)
-            return work(session)
+            result = work(session)
+            if wake:
+                announce_change(session)
+            return result
 
     try:
         result = await run_in_threadpool(run)

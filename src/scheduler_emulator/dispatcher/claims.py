@@ -42,7 +42,7 @@ def claim_due_jobs(session: Session, owner: str, now: datetime, lease: timedelta
                    skip_locked: bool) -> list[Claim]:
     """Lease up to ``limit`` due jobs and record the occurrence each will run. Commit before firing."""
     claims = []
-    for job, collection in store.due_jobs(session, now, limit, skip_locked):
+    for job, collection in store.due_jobs(session, now, limit, skip_locked, owner):
         claim = _claim_one(session, job, collection, owner, now, lease)
         if claim is not None:
             claims.append(claim)

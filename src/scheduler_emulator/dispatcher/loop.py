@@ -12,12 +12,15 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
 from scheduler_emulator.dispatcher.claims import Claim, claim_due_jobs, finish_occurrence
 from scheduler_emulator.dispatcher.firing import Actions
+from scheduler_emulator.dispatcher.wakeups import PostgresWakeups
 from scheduler_emulator.domain.clock import Clock, isoformat_z
 from scheduler_emulator.domain.due import Skipped
 from scheduler_emulator.domain.history import history_id
@@ -33,6 +36,7 @@ log = logging.getLogger("scheduler_emulator.dispatcher")
 T = TypeVar("T")
 
 CLAIM_BATCH = 200
+OUTAGE_PATIENCE = 300.0  # seconds an occurrence waits for the database to come back before giving up
 
 
 class Dispatcher:
@@ -45,6 +49,7 @@ class Dispatcher:
         self.metrics = metrics
         self._stopping = False
         self._stopped = asyncio.Event()
+        self._wakeups: PostgresWakeups | None = None
         self.clock = clock
         self.settings = settings
         self.actions = actions
@@ -59,6 +64,9 @@ class Dispatcher:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="dispatcher")
+        if self.database.dialect == "postgresql":
+            self._wakeups = PostgresWakeups(self.database.url, self.wake)
+            self._wakeups.start()
 
     async def stop(self, grace: float = 0.0) -> None:
         """Stop claiming; let attempts in flight finish for up to ``grace`` seconds (no new retries start),
@@ -66,6 +74,8 @@ class Dispatcher:
         dispatcher) resumes those occurrences."""
         self._stopping = True
         self._stopped.set()  # interrupts retry waits
+        if self._wakeups is not None:
+            await self._wakeups.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -96,6 +106,21 @@ class Dispatcher:
 
         return await asyncio.to_thread(run)
 
+    async def _db_patiently(self, work: Callable[[Session], T]) -> T:
+        """Like ``_db`` but rides out a database outage (restart, failover) for up to ``OUTAGE_PATIENCE``:
+        what an attempt did must be recorded, not lost."""
+        pause, waited = 0.25, 0.0
+        while True:
+            try:
+                return await self._db(work)
+            except (OperationalError, PoolTimeout):
+                if waited >= OUTAGE_PATIENCE or self._stopping:
+                    raise
+                log.warning("database unavailable while recording; retrying in %.1f s", pause)
+                await asyncio.sleep(pause)
+                waited += pause
+                pause = min(pause * 2, 5.0)
+
     async def _loop(self) -> None:
         poll = timedelta(seconds=self.settings.poll_interval)
         skip_locked = self.database.dialect == "postgresql"
@@ -115,7 +140,7 @@ class Dispatcher:
                 if len(claims) >= CLAIM_BATCH:
                     continue
                 await self._housekeeping(now)
-                wake_at = await self._db(store.next_wake_time)
+                wake_at = await self._db(lambda s: store.next_wake_time(s, self.owner))
                 delay = poll.total_seconds()
                 if wake_at is not None:
                     delay = min(delay, max(0.0, (wake_at - self.clock.now()).total_seconds()))
@@ -163,17 +188,18 @@ class Dispatcher:
         succeeded = await self._attempts(claim, action, plan, "MainAction", execution_tag)
         faulted = not succeeded
         if faulted:
-            await self._db(lambda s: store.add_faulted(s, claim.job_id))
+            await self._db_patiently(lambda s: store.add_faulted(s, claim.job_id))
             if action.error_action is not None:
                 error_policy = action.error_action.retry_policy or action.retry_policy
                 error_plan = effective_retry(_retry_spec(error_policy), limits)
                 await self._attempts(claim, action.error_action, error_plan, "ErrorAction", execution_tag)
-        finish = await self._db(
+        finish = await self._db_patiently(
             lambda s: finish_occurrence(s, claim, self.owner, self.clock.now(), faulted, limits.max_job_occurrence)
         )
         if finish is not None and finish.postponed.count:
             await self._postponed(claim, finish.postponed, downtime=False)
-        await self._db(lambda s: store.prune_job_history(s, claim.job_id, self.settings.history_max_entries))
+        with contextlib.suppress(OperationalError, PoolTimeout):  # the housekeeping pass catches up later
+            await self._db(lambda s: store.prune_job_history(s, claim.job_id, self.settings.history_max_entries))
         self.wake()
 
     async def _attempts(self, claim: Claim, action: ActionBase, plan: RetryPlan, action_name: str,
@@ -234,7 +260,7 @@ class Dispatcher:
             retry_count=retry,
             repeat_count=claim.repeat_count,
         )
-        return await self._db(
+        return await self._db_patiently(
             lambda s: store.record_attempt(s, claim.job_id, entry, action_name == "MainAction", not outcome.succeeded)
         )
 
@@ -265,7 +291,7 @@ class Dispatcher:
             retry_count=0,
             repeat_count=claim.repeat_count,
         )
-        await self._db(lambda s: store.record_attempt(s, claim.job_id, entry, False, False))
+        await self._db_patiently(lambda s: store.record_attempt(s, claim.job_id, entry, False, False))
 
     # -- retention --------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy import and_, delete, func, select, text, update
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
@@ -17,30 +17,45 @@ from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, Job
 FINAL_STATES = ("Completed", "Faulted")
 
 
-def _due_condition(now: datetime) -> object:
-    scheduled = and_(
-        JobRow.lease_owner.is_(None),
-        JobRow.state == "Enabled",
-        JobCollectionRow.state == "Enabled",
-        JobRow.next_execution_time <= now,
+def due_jobs(session: Session, now: datetime, limit: int, skip_locked: bool,
+             owner: str) -> list[tuple[JobRow, JobCollectionRow]]:
+    """Jobs to claim now, earliest first: leased by another dispatcher that stopped renewing, asked to run,
+    or due and enabled. Three small index-backed queries rather than one OR that would scan every job.
+    Our own expired leases are not taken over: those occurrences are still running here (the database may
+    have been away while we tried to renew)."""
+    conditions = (
+        and_(JobRow.lease_owner.is_not(None), JobRow.lease_owner != owner, JobRow.lease_until < now),
+        and_(JobRow.run_requested_at.is_not(None), JobRow.lease_owner.is_(None)),
+        and_(JobRow.next_execution_time <= now, JobRow.lease_owner.is_(None), JobRow.state == "Enabled",
+             JobCollectionRow.state == "Enabled"),
     )
-    requested = and_(JobRow.lease_owner.is_(None), JobRow.run_requested_at.is_not(None))
-    abandoned = and_(JobRow.lease_owner.is_not(None), JobRow.lease_until < now)
-    return or_(scheduled, requested, abandoned)
+    order = (JobRow.lease_until, JobRow.run_requested_at, JobRow.next_execution_time)
+    found: dict[int, tuple[JobRow, JobCollectionRow]] = {}
+    for condition, column in zip(conditions, order, strict=True):
+        if len(found) >= limit:
+            break
+        query = (
+            select(JobRow, JobCollectionRow)
+            .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+            .where(condition)
+            .order_by(column)
+            .limit(limit - len(found))
+        )
+        if skip_locked:
+            query = query.with_for_update(of=JobRow, skip_locked=True)
+        for job, collection in session.execute(query).tuples():
+            found.setdefault(job.id, (job, collection))
+    return list(found.values())
 
 
-def due_jobs(session: Session, now: datetime, limit: int, skip_locked: bool) -> list[tuple[JobRow, JobCollectionRow]]:
-    """Jobs to claim now: due and enabled, asked to run, or leased by a dispatcher that stopped renewing."""
-    query = (
-        select(JobRow, JobCollectionRow)
-        .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
-        .where(_due_condition(now))  # type: ignore[arg-type]
-        .order_by(JobRow.next_execution_time)
-        .limit(limit)
-    )
-    if skip_locked:
-        query = query.with_for_update(of=JobRow, skip_locked=True)
-    return [(job, collection) for job, collection in session.execute(query).tuples()]
+WAKE_CHANNEL = "scheduler_emulator_wake"
+
+
+def announce_change(session: Session) -> None:
+    """Tell every dispatcher process sharing this PostgreSQL database to look for due work (delivered at
+    commit). SQLite has one process, whose dispatcher is woken in-process instead."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text(f"NOTIFY {WAKE_CHANNEL}"))
 
 
 def count_due(session: Session, now: datetime) -> int:
@@ -53,7 +68,7 @@ def count_due(session: Session, now: datetime) -> int:
     ) or 0
 
 
-def next_wake_time(session: Session) -> datetime | None:
+def next_wake_time(session: Session, owner: str) -> datetime | None:
     """The earliest instant at which a job becomes claimable (a scheduled time or a lease expiry)."""
     scheduled = session.scalar(
         select(func.min(JobRow.next_execution_time))
@@ -63,7 +78,9 @@ def next_wake_time(session: Session) -> datetime | None:
     requested = session.scalar(
         select(func.min(JobRow.run_requested_at)).where(JobRow.lease_owner.is_(None))
     )
-    lease = session.scalar(select(func.min(JobRow.lease_until)).where(JobRow.lease_owner.is_not(None)))
+    lease = session.scalar(
+        select(func.min(JobRow.lease_until)).where(JobRow.lease_owner.is_not(None), JobRow.lease_owner != owner)
+    )
     times = [t for t in (scheduled, requested, lease) if t is not None]
     return min(times) if times else None
 

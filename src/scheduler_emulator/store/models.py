@@ -66,6 +66,8 @@ class JobRow(Base):
     __table_args__ = (
         UniqueConstraint("collection_id", "name_key"),
         Index("ix_jobs_next_execution_time", "next_execution_time"),
+        Index("ix_jobs_run_requested_at", "run_requested_at"),
+        Index("ix_jobs_lease_until", "lease_until"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
