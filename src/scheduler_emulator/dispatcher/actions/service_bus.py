@@ -14,11 +14,13 @@ token per entity and puts it on the namespace's ``$cbs`` node. The key is never 
 a log.
 
 Opening a sender (connection, CBS, link) costs about half a second, so senders stay open and are reused
-per (namespace, key name, key, entity); :meth:`ServiceBusAction.close` closes them. SDK retries are off:
-the job's retry policy is in charge. A send that fails drops its sender (and client) so the next one
-reconnects; a failure on a sender that had already worked (a connection the service or a network device
-closed since) is retried at once on a fresh connection within the same time budget, so that a dropped idle
-connection does not cost the job a failed attempt.
+per (namespace, key name, key, entity) — the SDK keeps their connections alive — until they have been
+unused for ten minutes or :meth:`ServiceBusAction.close` closes them; sends on one sender take turns. SDK
+retries are off: the job's retry policy is in charge, and the operator's action timeout bounds each
+attempt. A send that fails drops its sender (and client) so the next one reconnects; a failure on a sender
+that had already worked (a connection the service or a network device closed since) is retried at once on
+a fresh connection within the same time budget, so that a dropped connection does not cost the job a
+failed attempt.
 """
 
 from __future__ import annotations
@@ -61,6 +63,16 @@ PLAIN_PORT = 5672
 TLS_PORT = 5671
 MAX_TTL_MS = 2**32 - 1  # the AMQP header's ttl is a uint of milliseconds
 CLOSE_TIMEOUT = 5.0  # seconds granted to closing one client
+IDLE_CLOSE_SECONDS = 600.0  # an unused sender is closed after this long
+
+
+# The SDK's property names in its validation messages → the job definition's.
+_WIRE_NAMES = {
+    "content_type": "contentType", "correlation_id": "correlationId", "subject": "label", "message_id": "messageId",
+    "session_id": "sessionId", "partition_key": "partitionKey", "reply_to_session_id": "replyToSessionId",
+    "reply_to": "replyTo", "scheduled_enqueue_time_utc": "scheduledEnqueueTimeUtc", "time_to_live": "timeToLive",
+}
+_WIRE_NAME = re.compile(r"\b(" + "|".join(sorted(_WIRE_NAMES, key=len, reverse=True)) + r")\b")
 
 
 class SendFailure(Exception):
@@ -146,25 +158,65 @@ def build_message(job_message: JobServiceBusMessage) -> ServiceBusMessage:
             if ttl.total_seconds() * 1000 <= MAX_TTL_MS:
                 kwargs["time_to_live"] = ttl
     # forcePersistence and viaPartitionKey have no modern equivalent: accepted, stored, not sent.
+    application_properties: dict[str | bytes, Any] = {
+        name: value for name, value in (job_message.custom_message_properties or {}).items()
+    }
     return ServiceBusMessage(
         body=job_message.message if job_message.message is not None else "",
-        application_properties=dict(job_message.custom_message_properties or {}) or None,
+        application_properties=application_properties or None,
         **{name: value for name, value in kwargs.items() if value is not None},
     )
 
 
+@dataclass(frozen=True)
+class _Target:
+    """One entity of one namespace, reached with one SAS rule."""
+
+    namespace: str
+    entity_kind: str  # "queue" | "topic"
+    entity: str
+    key_name: str
+    key: str
+    endpoint: Endpoint
+
+    @property
+    def cache_key(self) -> tuple[str, ...]:
+        digest = hashlib.sha256(self.key.encode()).hexdigest()  # another key for the same rule → another sender
+        return (self.namespace.lower(), self.key_name, digest, self.entity_kind, self.entity)
+
+    def open(self) -> tuple[ServiceBusClient, ServiceBusSender]:
+        """A client and its sender; nothing is connected until the first send."""
+        options: dict[str, Any] = {"retry_total": 0}  # the job's retry policy is in charge
+        if self.endpoint.custom_endpoint_address:
+            options["custom_endpoint_address"] = self.endpoint.custom_endpoint_address
+        try:
+            client = ServiceBusClient.from_connection_string(
+                self.endpoint.connection_string(self.key_name, self.key), **options
+            )
+        except ValueError as exc:
+            raise SendFailure(f"the connection settings for namespace '{self.namespace}' are not valid: "
+                              f"{_scrub(str(exc), self.key)}") from None
+        if self.entity_kind == "queue":
+            return client, client.get_queue_sender(self.entity)
+        return client, client.get_topic_sender(self.entity)
+
+
 class _Link:
-    """One cached sender (and the client that owns it) for one (namespace, key, entity)."""
+    """The cached sender (and the client that owns it) of one target."""
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
+        self.users = 0  # sends using or waiting for this link
         self.client: ServiceBusClient | None = None
         self.sender: ServiceBusSender | None = None
         self.proven = False  # a send on this sender completed
+        self.last_used = 0.0  # loop time
 
 
 class ServiceBusAction:
     """Sends the job's message to a Service Bus queue or topic."""
+
+    idle_close_seconds = IDLE_CLOSE_SECONDS
 
     def __init__(self, endpoints: dict[str, str], timeout: float) -> None:
         self.endpoints = endpoints
@@ -181,8 +233,7 @@ class ServiceBusAction:
         else:
             kind, entity_kind, entity = "ServiceBusTopic", "topic", message.topic_path
         namespace = message.namespace
-        auth = message.authentication
-        key_name, key = auth.sas_key_name or "", auth.sas_key or ""
+        key_name, key = message.authentication.sas_key_name or "", message.authentication.sas_key or ""
         where = f"{entity_kind} '{entity}' of namespace '{namespace}'"
         try:
             endpoint = resolve_endpoint(namespace, self.endpoints)
@@ -191,14 +242,14 @@ class ServiceBusAction:
         try:
             outgoing = build_message(message)
         except (ValueError, TypeError) as exc:
-            return Outcome(False, f"{kind} Action - the message for {where} is not valid: {_scrub(str(exc), key)}")
-        cache_key = (
-            namespace.lower(), key_name, hashlib.sha256(key.encode()).hexdigest(), entity_kind, entity,
-        )
-        describe_failure = _Describer(namespace, entity_kind, entity, where, key_name, key, endpoint, self.timeout)
+            reason = _WIRE_NAME.sub(lambda m: f"brokeredMessageProperties.{_WIRE_NAMES[m.group(0)]}", str(exc))
+            return Outcome(False, f"{kind} Action - the message for {where} is not valid: {_scrub(reason, key)}")
+        target = _Target(namespace, entity_kind, entity, key_name, key, endpoint)
+        describe_failure = _Describer(target, where, self.timeout)
+        self._close_idle()
         try:
             async with asyncio.timeout(self.timeout):
-                await self._send(cache_key, endpoint, key_name, key, entity_kind, entity, outgoing)
+                await self._send(target, outgoing)
         except TimeoutError:
             return Outcome(False, f"{kind} Action - {describe_failure.timeout()}")
         except SendFailure as exc:
@@ -207,63 +258,69 @@ class ServiceBusAction:
             return Outcome(False, f"{kind} Action - {describe_failure(exc)}")
         return Outcome(True, f"{kind} Action - message sent to {where}")
 
-    async def _send(self, cache_key: tuple[str, ...], endpoint: Endpoint, key_name: str, key: str,
-                    entity_kind: str, entity: str, outgoing: ServiceBusMessage) -> None:
-        link = self._links.setdefault(cache_key, _Link())
-        async with link.lock:
-            reused = link.sender is not None and link.proven
-            for attempt in (1, 2):
-                if link.sender is None:
-                    self._open(link, endpoint, key_name, key, entity_kind, entity)
-                assert link.sender is not None
-                try:
-                    await link.sender.send_messages(outgoing)
-                except asyncio.CancelledError:
-                    self._discard(link)  # cut off mid-send (the action timeout): its state is unknown
-                    raise
-                except Exception as exc:
-                    self._discard(link)
-                    if attempt == 1 and reused and not _is_final(exc):
-                        log.info("service bus sender for %s '%s' failed (%s); reconnecting", entity_kind, entity,
-                                 type(exc).__name__)
-                        continue
-                    raise
-                link.proven = True
-                return
-
-    def _open(self, link: _Link, endpoint: Endpoint, key_name: str, key: str, entity_kind: str, entity: str) -> None:
-        options: dict[str, Any] = {"retry_total": 0}
-        if endpoint.custom_endpoint_address:
-            options["custom_endpoint_address"] = endpoint.custom_endpoint_address
+    async def _send(self, target: _Target, outgoing: ServiceBusMessage) -> None:
+        link = self._links.setdefault(target.cache_key, _Link())
+        link.users += 1
         try:
-            client = ServiceBusClient.from_connection_string(endpoint.connection_string(key_name, key), **options)
-        except ValueError as exc:
-            raise SendFailure(f"the connection settings for namespace at '{endpoint.host}' are not valid: "
-                              f"{_scrub(str(exc), key)}") from None
-        sender = client.get_queue_sender(entity) if entity_kind == "queue" else client.get_topic_sender(entity)
-        link.client, link.sender, link.proven = client, sender, False
+            async with link.lock:
+                await self._send_on(link, target, outgoing)
+        finally:
+            link.users -= 1
+            link.last_used = asyncio.get_running_loop().time()
+
+    async def _send_on(self, link: _Link, target: _Target, outgoing: ServiceBusMessage) -> None:
+        reused = link.sender is not None and link.proven
+        for attempt in (1, 2):
+            if link.sender is None:
+                link.client, link.sender = target.open()
+                link.proven = False
+            try:
+                await link.sender.send_messages(outgoing)
+            except asyncio.CancelledError:
+                self._discard(link)  # cut off mid-send (the action timeout): its state is unknown
+                raise
+            except Exception as exc:
+                self._discard(link)
+                if attempt == 1 and reused and not _is_final(exc):
+                    # most likely a connection the service or the network closed since the last send
+                    log.info("sender for %s '%s' of namespace '%s' failed (%s); reconnecting",
+                             target.entity_kind, target.entity, target.namespace, type(exc).__name__)
+                    continue
+                raise
+            link.proven = True
+            return
+
+    def _close_idle(self) -> None:
+        """Forget links nobody uses: failed ones at once, open ones after ``idle_close_seconds`` (a deleted job's,
+        a rotated key's)."""
+        now = asyncio.get_running_loop().time()
+        for cache_key, link in list(self._links.items()):
+            if link.users == 0 and (link.sender is None or now - link.last_used > self.idle_close_seconds):
+                del self._links[cache_key]
+                self._discard(link)
 
     def _discard(self, link: _Link) -> None:
         """Forget the link's sender and client and close them in the background (bounded)."""
-        client = link.client
+        client, sender = link.client, link.sender
         link.client, link.sender, link.proven = None, None, False
         if client is not None:
-            task = asyncio.get_running_loop().create_task(_close_quietly(client))
+            task = asyncio.get_running_loop().create_task(_close_quietly(client, sender))
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:
         links, self._links = list(self._links.values()), {}
-        clients = [link.client for link in links if link.client is not None]
         for link in links:
-            link.client, link.sender = None, None
-        await asyncio.gather(*(_close_quietly(client) for client in clients), *list(self._closing),
-                             return_exceptions=True)
+            self._discard(link)
+        await asyncio.gather(*list(self._closing), return_exceptions=True)
 
 
-async def _close_quietly(client: ServiceBusClient) -> None:
-    with contextlib.suppress(Exception, TimeoutError):
-        await asyncio.wait_for(client.close(), CLOSE_TIMEOUT)
+async def _close_quietly(client: ServiceBusClient, sender: ServiceBusSender | None) -> None:
+    # The client tracks its senders weakly: close the sender itself, then the client.
+    for closable in (sender, client):
+        if closable is not None:
+            with contextlib.suppress(Exception, TimeoutError):
+                await asyncio.wait_for(closable.close(), CLOSE_TIMEOUT)
 
 
 def _is_final(exc: Exception) -> bool:
@@ -282,10 +339,10 @@ def _scrub(text: str, key: str) -> str:
 class _Describer:
     """The history message (after ``{kind} Action - ``) for a failed send."""
 
-    def __init__(self, namespace: str, entity_kind: str, entity: str, where: str, key_name: str, key: str,
-                 endpoint: Endpoint, timeout: float) -> None:
-        self.namespace, self.entity_kind, self.entity, self.where = namespace, entity_kind, entity, where
-        self.key_name, self.key, self.endpoint, self.timeout_seconds = key_name, key, endpoint, timeout
+    def __init__(self, target: _Target, where: str, timeout: float) -> None:
+        self.namespace, self.entity_kind, self.entity = target.namespace, target.entity_kind, target.entity
+        self.key_name, self.key, self.endpoint = target.key_name, target.key, target.endpoint
+        self.where, self.timeout_seconds = where, timeout
 
     def timeout(self) -> str:
         seconds = f"{self.timeout_seconds:g} second{'s' if self.timeout_seconds != 1 else ''}"
@@ -312,8 +369,36 @@ class _Describer:
         return f"sending to {self.where} failed: {reason}"
 
     def reason(self, exc: BaseException) -> str:
-        text = str(exc.message) if isinstance(exc, ServiceBusError) and exc.message else str(exc)
+        """What went wrong, in one line: the SDK's text and its inner AMQP error's, without boilerplate."""
+        outer = str(exc.message) if isinstance(exc, ServiceBusError) and exc.message else str(exc)
         inner = getattr(exc, "inner_exception", None) or exc.__cause__
-        if inner is not None and str(inner) and str(inner) not in text:
-            text = f"{text} ({inner})"
-        return _scrub(text, self.key) or type(exc).__name__
+        parts: list[str] = []
+        for raw in (outer, str(inner) if inner is not None else ""):
+            text = _readable(raw, self.key)
+            if not text or any(text in part for part in parts):
+                continue
+            parts = [part for part in parts if part not in text] + [text]
+        if parts:
+            return "; ".join(parts)
+        condition = _CONDITION.search(outer) or (_CONDITION.search(str(inner)) if inner is not None else None)
+        return condition.group(1) if condition else type(exc).__name__
+
+
+_CONDITION = re.compile(r"Error condition:\s*(?:ErrorCondition\.)?([\w:.\-]+?)\.?(?:\s|$)")
+_TOKEN_REFUSED = re.compile(r"CBS Token authentication failed\.?\s*Status code:\s*(\d+)\s*Description:\s*(.*)", re.S)
+_BOILERPLATE = re.compile(
+    r"Service Bus has encountered an error\.?|Error condition:\s*(?:ErrorCondition\.)?[\w:.\-]+?\.?(?=\s|$)"
+    r"|Error Description:|Failed to initiate the connection due to exception:"
+)
+
+
+def _readable(raw: str, key: str) -> str:
+    refused = _TOKEN_REFUSED.search(raw)
+    if refused:
+        return _scrub(f"the namespace refused the token ({refused.group(1)}): {refused.group(2)}", key)
+    text = _scrub(_BOILERPLATE.sub(" ", raw), key)
+    if "Errno 111" in text or "Connection refused" in text:
+        text = f"connection refused ({text})"
+    elif "Name or service not known" in text or "nodename nor servname" in text or "getaddrinfo failed" in text:
+        text = f"the host name could not be resolved ({text})"
+    return text
