@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.domain import recurrence as rec
@@ -38,23 +37,63 @@ class Claim:
     resumed: bool  # taken over from a dispatcher that stopped mid-occurrence
 
 
+@dataclass
+class _Decision:
+    job: JobRow
+    collection: JobCollectionRow
+    properties: JobProperties
+    expected: datetime
+    repeat: int
+    skipped: Skipped
+    manual: bool
+    occurrence_id: int | None = None  # set for a resumed occurrence; new ones get theirs on insert
+    resumed: bool = False
+
+
 def claim_due_jobs(session: Session, owner: str, now: datetime, lease: timedelta, limit: int,
                    skip_locked: bool) -> list[Claim]:
-    """Lease up to ``limit`` due jobs and record the occurrence each will run. Commit before firing."""
+    """Lease up to ``limit`` due jobs and record the occurrence each will run (one INSERT for the batch,
+    which the unique (job, expected time) key turns into a no-op for an occurrence recorded before).
+    The caller commits before firing."""
+    decisions = [
+        decision
+        for job, collection in store.due_jobs(session, now, limit, skip_locked, owner)
+        if (decision := _decide(session, job, collection, owner, now)) is not None
+    ]
+    new = [d for d in decisions if d.occurrence_id is None]
+    inserted = store.insert_occurrences(session, [(d.job.id, d.expected, d.repeat) for d in new], owner, now)
+    for decision in new:
+        decision.occurrence_id = inserted.get((decision.job.id, decision.expected))
     claims = []
-    for job, collection in store.due_jobs(session, now, limit, skip_locked, owner):
-        claim = _claim_one(session, job, collection, owner, now, lease)
-        if claim is not None:
-            claims.append(claim)
+    for d in decisions:
+        if d.occurrence_id is None:
+            continue  # already recorded (fired) by another dispatcher
+        d.job.lease_owner = owner
+        d.job.lease_until = now + lease
+        claims.append(Claim(
+            job_id=d.job.id,
+            occurrence_id=d.occurrence_id,
+            version=d.job.version,
+            expected_time=d.expected,
+            repeat_count=d.repeat,
+            skipped=d.skipped,
+            properties=d.properties,
+            job_name=d.job.name,
+            collection_name=d.collection.name,
+            region=d.collection.location,
+            sku=d.collection.sku,
+            collection_properties=d.collection.properties,
+            manual=d.manual,
+            resumed=d.resumed,
+        ))
+    session.flush()
     return claims
 
 
-def _claim_one(session: Session, job: JobRow, collection: JobCollectionRow, owner: str, now: datetime,
-               lease: timedelta) -> Claim | None:
+def _decide(session: Session, job: JobRow, collection: JobCollectionRow, owner: str,
+            now: datetime) -> _Decision | None:
+    """Which occurrence the job runs now, moving its schedule on; None when it has nothing to run."""
     properties = JobDefinitionIn.model_validate({"properties": job.definition}).properties
-    skipped = Skipped()
-    manual = resumed = False
-    occurrence = None
     if job.lease_owner is not None:  # its dispatcher stopped renewing: take over what it left running
         occurrence = store.unfinished_occurrence(session, job.id)
         if occurrence is None:
@@ -62,55 +101,24 @@ def _claim_one(session: Session, job: JobRow, collection: JobCollectionRow, owne
             return None
         occurrence.owner = owner
         occurrence.claimed_at = now
-        resumed = True
-        expected, repeat = occurrence.expected_time, occurrence.repeat_count
+        expected = occurrence.expected_time
         # A scheduled occurrence is an instant of the series (next_execution_time has moved past it
         # already); a POST .../run is not.
         manual = rec.next_occurrence_after(properties.timing(), job.series_origin, expected - _TINY) != expected
-    elif job.next_execution_time is not None and job.next_execution_time <= now and job.state == "Enabled" \
+        return _Decision(job, collection, properties, expected, occurrence.repeat_count, Skipped(), manual,
+                         occurrence.id, resumed=True)
+    if job.next_execution_time is not None and job.next_execution_time <= now and job.state == "Enabled" \
             and collection.state == "Enabled":
         due = due_occurrence(properties.timing(), job.series_origin, job.next_execution_time, now)
-        expected, skipped = due.expected, due.skipped
         job.next_execution_time = due.following
         job.repeat_count += 1
-        repeat = job.repeat_count
-    elif job.run_requested_at is not None:
-        expected, manual = job.run_requested_at, True
+        return _Decision(job, collection, properties, due.expected, job.repeat_count, due.skipped, False)
+    if job.run_requested_at is not None:
+        expected = job.run_requested_at
         job.run_requested_at = None
         job.repeat_count += 1
-        repeat = job.repeat_count
-    else:
-        return None
-    if occurrence is None:
-        if store.occurrence_exists(session, job.id, expected):
-            return None  # already fired (another dispatcher recorded it)
-        occurrence = OccurrenceRow(
-            job_id=job.id, expected_time=expected, repeat_count=repeat, owner=owner, claimed_at=now
-        )
-        try:
-            with session.begin_nested():
-                session.add(occurrence)
-        except IntegrityError:
-            return None
-    job.lease_owner = owner
-    job.lease_until = now + lease
-    session.flush()
-    return Claim(
-        job_id=job.id,
-        occurrence_id=occurrence.id,
-        version=job.version,
-        expected_time=expected,
-        repeat_count=repeat,
-        skipped=skipped,
-        properties=properties,
-        job_name=job.name,
-        collection_name=collection.name,
-        region=collection.location,
-        sku=collection.sku,
-        collection_properties=collection.properties,
-        manual=manual,
-        resumed=resumed,
-    )
+        return _Decision(job, collection, properties, expected, job.repeat_count, Skipped(), True)
+    return None
 
 
 @dataclass(frozen=True)

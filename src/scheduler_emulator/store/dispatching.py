@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, delete, func, select, text, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
@@ -95,11 +97,24 @@ def unfinished_occurrence(session: Session, job_id: int) -> OccurrenceRow | None
     )
 
 
-def occurrence_exists(session: Session, job_id: int, expected: datetime) -> bool:
-    return session.scalar(
-        select(func.count()).select_from(OccurrenceRow)
-        .where(OccurrenceRow.job_id == job_id, OccurrenceRow.expected_time == expected)
-    ) != 0
+def insert_occurrences(session: Session, occurrences: list[tuple[int, datetime, int]], owner: str,
+                       now: datetime) -> dict[tuple[int, datetime], int]:
+    """Record (job id, expected time, repeat count) occurrences in one statement; one already recorded is
+    skipped by the unique key. Returns the new ones' ids by (job id, expected time)."""
+    if not occurrences:
+        return {}
+    dialect = session.get_bind().dialect.name
+    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    statement = (
+        insert(OccurrenceRow)
+        .values([
+            {"job_id": job_id, "expected_time": expected, "repeat_count": repeat, "owner": owner, "claimed_at": now}
+            for job_id, expected, repeat in occurrences
+        ])
+        .on_conflict_do_nothing(index_elements=["job_id", "expected_time"])
+        .returning(OccurrenceRow.id, OccurrenceRow.job_id, OccurrenceRow.expected_time)
+    )
+    return {(job_id, expected): row_id for row_id, job_id, expected in session.execute(statement).tuples()}
 
 
 def renew_lease(session: Session, job_id: int, owner: str, until: datetime) -> bool:
