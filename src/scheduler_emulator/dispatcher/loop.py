@@ -20,6 +20,7 @@ from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
 from scheduler_emulator.dispatcher.claims import Claim, claim_due_jobs, finish_occurrence
 from scheduler_emulator.dispatcher.firing import Actions
+from scheduler_emulator.dispatcher.recorder import BatchRecorder
 from scheduler_emulator.dispatcher.wakeups import PostgresWakeups
 from scheduler_emulator.domain.clock import Clock, isoformat_z
 from scheduler_emulator.domain.due import Skipped
@@ -47,6 +48,7 @@ class Dispatcher:
                  metrics: Metrics) -> None:
         self.database = database
         self.metrics = metrics
+        self.recorder = BatchRecorder(database)
         self._stopping = False
         self._stopped = asyncio.Event()
         self._wakeups: PostgresWakeups | None = None
@@ -107,12 +109,13 @@ class Dispatcher:
         return await asyncio.to_thread(run)
 
     async def _db_patiently(self, work: Callable[[Session], T]) -> T:
-        """Like ``_db`` but rides out a database outage (restart, failover) for up to ``OUTAGE_PATIENCE``:
+        """Run ``work`` in a batched transaction (see recorder.py), riding out a database outage (restart,
+        failover) for up to ``OUTAGE_PATIENCE``:
         what an attempt did must be recorded, not lost."""
         pause, waited = 0.25, 0.0
         while True:
             try:
-                return await self._db(work)
+                return await self.recorder.submit(work)
             except (OperationalError, PoolTimeout):
                 if waited >= OUTAGE_PATIENCE or self._stopping:
                     raise
@@ -199,7 +202,9 @@ class Dispatcher:
         if finish is not None and finish.postponed.count:
             await self._postponed(claim, finish.postponed, downtime=False)
         with contextlib.suppress(OperationalError, PoolTimeout):  # the housekeeping pass catches up later
-            await self._db(lambda s: store.prune_job_history(s, claim.job_id, self.settings.history_max_entries))
+            await self.recorder.submit(
+                lambda s: store.prune_job_history(s, claim.job_id, self.settings.history_max_entries)
+            )
         self.wake()
 
     async def _attempts(self, claim: Claim, action: ActionBase, plan: RetryPlan, action_name: str,
