@@ -1,0 +1,802 @@
+"""End to end through the dispatcher: the emulator runs as a separate process on each store backend
+(SQLite, PostgreSQL) and fires jobs at a real HTTP target on loopback (``target_server``), which
+records what arrives and fails when told to.
+
+Each backend gets its own server (and its own, fresh database) for the whole module, started with
+short retry intervals allowed (``--min-retry-interval 1``), a 1 s poll interval and a short action
+timeout; the restart test stops it and starts a new process on the same database.
+
+The finest recurrence is once a minute, so the minute-scale scenarios (recurring fires, a faulted
+occurrence in a recurring series, an occurrence postponed while the previous one retries, disabling a
+job or a collection between two occurrences) are all started together by the ``slow`` fixture at the
+start of the module and checked by later tests; the quick tests run while they progress.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import socket
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres, unique
+from sqlalchemy import select
+from target_server import Received, TargetServer
+
+from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.models import JobCollectionRow, JobRow, OccurrenceRow
+
+T = TypeVar("T")
+
+ACTION_TIMEOUT = 2.0  # --action-timeout of the server under test (seconds)
+LATENESS_BOUND = 2.0  # generous bound on how late a fire may arrive (the aim is well under a second)
+ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+MINUTE = timedelta(minutes=1)
+
+
+# --- time -----------------------------------------------------------------------------------------
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def whole_seconds_from_now(seconds: float) -> datetime:
+    return (utcnow() + timedelta(seconds=seconds)).replace(microsecond=0)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def parse(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def seconds_until(moment: datetime) -> float:
+    return (moment - utcnow()).total_seconds()
+
+
+def sleep_until(moment: datetime) -> None:
+    delay = seconds_until(moment)
+    if delay > 0:
+        time.sleep(min(delay, 300))
+
+
+def wait_until(check: Callable[[], T], timeout: float, what: str | Callable[[], str]) -> T:
+    """Poll ``check`` until it returns something truthy; AssertionError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            described = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {described}")
+        time.sleep(0.1)
+
+
+# --- the server under test ------------------------------------------------------------------------
+
+
+@dataclass
+class Emulator:
+    """The scheduler-emulator process of one backend; :meth:`restart` replaces it on the same database."""
+
+    backend: str
+    database_url: str
+    data_dir: Path
+    process: ServerProcess | None = None
+    http: httpx.Client | None = None
+    previous_logs: list[str] = field(default_factory=list)
+
+    def args(self) -> list[str]:
+        return [
+            "--port", "0", "--data-dir", str(self.data_dir), "--database-url", self.database_url,
+            "--log-level", "info", "--min-retry-interval", "1", "--poll-interval", "1",
+            "--action-timeout", str(ACTION_TIMEOUT),
+        ]
+
+    def start(self) -> None:
+        self.process = ServerProcess(self.args()).start()
+        self.http = self.process.client()
+
+    def stop(self) -> None:
+        if self.http is not None:
+            self.http.close()
+            self.http = None
+        if self.process is not None:
+            self.process.stop()
+            self.previous_logs.append(self.process.log)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The server's latest log lines, without its access log."""
+        output = [line for line in (self.process.output if self.process else []) if "HTTP/1.1\" " not in line]
+        return "\n".join(output[-lines:])
+
+    def call(self, method: str, path: str, body: Any = None, **params: str) -> httpx.Response:
+        assert self.http is not None, "the server is stopped"
+        return self.http.request(method, path, params={"api-version": API, **params}, json=body)
+
+    def ok(self, method: str, path: str, body: Any = None, **params: str) -> Any:
+        response = self.call(method, path, body, **params)
+        assert response.status_code in (200, 201), f"{method} {path}: {response.status_code} {response.text}"
+        return response.json() if response.content else None
+
+    # -- resources
+
+    def collection(self, names: Names, location: str = "westus") -> dict[str, Any]:
+        body = {"location": location, "properties": {"sku": {"name": "Standard"}}}
+        return self.ok("PUT", names.collection_path, body)
+
+    def put_job(self, names: Names, job: str, properties: dict[str, Any]) -> dict[str, Any]:
+        response = self.call("PUT", names.job_path(job), {"properties": properties})
+        assert response.status_code == 201, f"PUT job {job}: {response.status_code} {response.text}"
+        return response.json()
+
+    def job(self, names: Names, job: str) -> dict[str, Any]:
+        return self.ok("GET", names.job_path(job))
+
+    def status(self, names: Names, job: str) -> dict[str, Any]:
+        return self.job(names, job)["properties"]["status"]
+
+    def history(self, names: Names, job: str, **params: str) -> list[dict[str, Any]]:
+        """The job's history entries (their ``properties``), newest first."""
+        page = self.ok("GET", names.job_path(job) + "/history", **{"$top": "100", **params})
+        return [entry["properties"] for entry in page["value"]]
+
+    def wait_job(self, names: Names, job: str, condition: Callable[[dict[str, Any]], bool], timeout: float,
+                 what: str) -> dict[str, Any]:
+        last: dict[str, Any] = {}
+
+        def check() -> dict[str, Any] | None:
+            nonlocal last
+            last = self.job(names, job)
+            return last if condition(last) else None
+
+        return wait_until(check, timeout, lambda: f"{what}; job is {last.get('properties')}\n{self.log_tail()}")
+
+    def wait_state(self, names: Names, job: str, state: str, timeout: float = 10) -> dict[str, Any]:
+        return self.wait_job(names, job, lambda j: j["properties"]["state"] == state, timeout, f"state {state}")
+
+    def wait_history(self, names: Names, job: str, count: int, timeout: float = 10) -> list[dict[str, Any]]:
+        last: list[dict[str, Any]] = []
+
+        def check() -> list[dict[str, Any]] | None:
+            nonlocal last
+            last = self.history(names, job)
+            return last if len(last) >= count else None
+
+        return wait_until(check, timeout, lambda: f"{count} history entries of {job}; have {last}")
+
+
+def http_action(target: TargetServer, path: str, method: str = "GET", retry: dict[str, Any] | None = None,
+                **request: Any) -> dict[str, Any]:
+    action: dict[str, Any] = {"type": "Http", "request": {"uri": target.url(path), "method": method, **request}}
+    if retry is not None:
+        action["retryPolicy"] = retry
+    return action
+
+
+NO_RETRY = {"retryType": "None"}
+
+
+def fixed(count: int, interval: str) -> dict[str, Any]:
+    return {"retryType": "Fixed", "retryCount": count, "retryInterval": interval}
+
+
+def every_minute(start: datetime, **recurrence: Any) -> dict[str, Any]:
+    return {"startTime": iso(start), "recurrence": {"frequency": "Minute", "interval": 1, **recurrence}}
+
+
+def a_path(what: str) -> str:
+    """A path no other job uses (``what`` says what the target does with it: ``fail`` → 500)."""
+    return f"/{unique('t')}/{what}"
+
+
+# --- fixtures ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[TargetServer]:
+    server = TargetServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def emulator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    database = None
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('firing-sqlite') / 'scheduler.db'}"
+    else:
+        require_postgres()
+        database = PostgresDatabase().create()
+        url = database.url
+    emulator = Emulator(request.param, url, tmp_path_factory.mktemp("firing-data"))
+    started = time.monotonic()
+    emulator.start()
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+        print(f"\n[{request.param}] firing suite ran {time.monotonic() - started:.1f} s on this backend")
+        if database is not None:
+            database.drop()
+
+
+@dataclass
+class SlowScenarios:
+    """Minute-scale jobs that all start at ``start`` (S); see the ``slow`` fixture."""
+
+    start: datetime
+    names: Names  # the collection of every job below except ``dis-coll``
+    disabled: Names  # the collection disabled with POST /disable after its job's first fire
+    jobs: dict[str, str]  # scenario → job name
+    paths: dict[str, str]  # scenario → target path
+
+
+@pytest.fixture(scope="module")
+def slow(emulator: Emulator, target: TargetServer) -> SlowScenarios:
+    """Start every minute-scale scenario at once, at S a few seconds from now:
+
+    - ``rec-ok``: every minute, count 2, succeeds → fires at S and S+60 s, then Completed.
+    - ``rec-faulted``: every minute, count 2, target fails, no retries, error action → both occurrences
+      fault, the job keeps running and ends Completed.
+    - ``postponed``: every minute, target fails, 3 retries 22 s apart (S .. S+66 s) → S+60 s comes due
+      while it retries and is recorded as Postponed; next run S+120 s.
+    - ``dis-job``: every minute; disabled with PATCH after its first fire → no fire at S+60 s.
+    - ``dis-coll``: every minute in another collection, disabled with POST /disable after its first fire.
+    """
+    names, disabled = Names(), Names()
+    emulator.collection(names)
+    emulator.collection(disabled)
+    start = whole_seconds_from_now(6)
+    jobs = {key: unique(f"{key}-") for key in ("rec-ok", "rec-faulted", "postponed", "dis-job", "dis-coll")}
+    paths = {
+        "rec-ok": a_path("rec-ok"),
+        "rec-faulted": a_path("rec-fail"),
+        "rec-faulted-error": a_path("rec-error-sink"),
+        "postponed": a_path("postponed-fail"),
+        "dis-job": a_path("dis-job"),
+        "dis-coll": a_path("dis-coll"),
+    }
+    emulator.put_job(names, jobs["rec-ok"], {
+        **every_minute(start, count=2), "action": http_action(target, paths["rec-ok"], retry=NO_RETRY),
+    })
+    emulator.put_job(names, jobs["rec-faulted"], {
+        **every_minute(start, count=2),
+        "action": {
+            **http_action(target, paths["rec-faulted"], "POST", retry=NO_RETRY, body="main"),
+            "errorAction": http_action(target, paths["rec-faulted-error"], "POST", retry=NO_RETRY, body="error"),
+        },
+    })
+    emulator.put_job(names, jobs["postponed"], {
+        **every_minute(start), "action": http_action(target, paths["postponed"], retry=fixed(3, "PT22S")),
+    })
+    emulator.put_job(names, jobs["dis-job"], {
+        **every_minute(start), "action": http_action(target, paths["dis-job"], retry=NO_RETRY),
+    })
+    emulator.put_job(disabled, jobs["dis-coll"], {
+        **every_minute(start), "action": http_action(target, paths["dis-coll"], retry=NO_RETRY),
+    })
+    assert seconds_until(start) > 0.5, "setting up the slow scenarios took too long"
+    timeout = seconds_until(start) + 5
+    target.wait_for(1, timeout, paths["dis-job"])
+    target.wait_for(1, timeout, paths["dis-coll"])
+    emulator.ok("PATCH", names.job_path(jobs["dis-job"]), {"properties": {"state": "Disabled"}})
+    emulator.ok("POST", disabled.collection_path + "/disable")
+    return SlowScenarios(start, names, disabled, jobs, paths)
+
+
+# --- quick tests (they run while the slow scenarios progress) ---------------------------------------
+
+
+def test_one_time_job_fires_once_with_request_and_scheduler_headers(
+    emulator: Emulator, target: TargetServer, slow: SlowScenarios  # slow: starts the minute-scale scenarios now
+) -> None:
+    names = Names()
+    collection = emulator.collection(names, "westus")
+    assert collection["location"] == "West US"
+    job, path = unique("once-"), a_path("hook")
+    target.respond(path, 200, "hook received")
+    start = whole_seconds_from_now(2)
+    created = emulator.put_job(names, job, {
+        "startTime": iso(start),
+        "action": http_action(
+            target, path, "POST", retry=NO_RETRY, body='{"hello": "world"}',
+            headers={"Content-Type": "application/json", "X-Custom-Header": "custom value"},
+        ),
+    })
+    assert created["properties"]["status"]["nextExecutionTime"] == iso(start)
+
+    [fire] = target.wait_for(1, seconds_until(start) + 5, path)
+    assert fire.method == "POST"
+    assert fire.body == b'{"hello": "world"}'
+    assert fire.header("content-type") == "application/json"
+    assert fire.header("x-custom-header") == "custom value"
+    assert fire.header("x-ms-scheduler-jobid") == job
+    assert fire.header("x-ms-scheduler-jobcollectionid") == names.collection
+    assert fire.header("x-ms-scheduler-execution-region") == "West US"
+    assert fire.header("x-ms-execution-tag")
+    assert fire.header("x-ms-client-request-id")
+    assert fire.header("x-ms-client-request-id") != fire.header("x-ms-execution-tag")
+    expected = fire.header("x-ms-scheduler-expected-execution-time")
+    assert expected and ISO_UTC.match(expected), expected
+    assert fire.expected_time == start
+    assert 0 <= fire.lateness < LATENESS_BOUND, fire.lateness
+
+    done = emulator.wait_state(names, job, "Completed")
+    status = done["properties"]["status"]
+    assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (1, 0, 0)
+    assert "nextExecutionTime" not in status
+    assert start <= parse(status["lastExecutionTime"]) <= fire.wall
+    [entry] = emulator.history(names, job)
+    assert entry["actionName"] == "MainAction"
+    assert entry["status"] == "Completed"
+    assert (entry["retryCount"], entry["repeatCount"]) == (0, 1)
+    assert parse(entry["expectedExecutionTime"]) == start
+    assert "200" in entry["message"] and "127.0.0.1" in entry["message"] and "hook received" in entry["message"]
+
+    time.sleep(1.5)
+    assert len(target.requests(path)) == 1, "a one-time job fired more than once"
+
+
+def test_basic_authentication_arrives_as_authorization_header(emulator: Emulator, target: TargetServer) -> None:
+    names = Names()
+    emulator.collection(names)
+    job, path = unique("basic-"), a_path("basic")
+    created = emulator.put_job(names, job, {
+        "action": http_action(
+            target, path, retry=NO_RETRY,
+            authentication={"type": "Basic", "username": "scheduler-user", "password": "pa:ss word"},
+        ),
+    })
+    assert "password" not in created["properties"]["action"]["request"]["authentication"]
+    [fire] = target.wait_for(1, 5, path)
+    token = base64.b64encode(b"scheduler-user:pa:ss word").decode()
+    assert fire.header("authorization") == f"Basic {token}"
+    emulator.wait_state(names, job, "Completed")
+
+
+def test_many_jobs_due_together_fire_on_time(emulator: Emulator, target: TargetServer) -> None:
+    """20 one-time jobs due within one second: each fires once, and not late (measured at the target
+    against x-ms-scheduler-expected-execution-time)."""
+    names = Names()
+    emulator.collection(names)
+    path = a_path("lateness")
+    base = whole_seconds_from_now(4)
+    starts = {unique(f"lat{i:02d}-"): base + timedelta(milliseconds=50 * i) for i in range(20)}
+    for job, start in starts.items():
+        emulator.put_job(names, job, {"startTime": iso(start), "action": http_action(target, path, retry=NO_RETRY)})
+    assert seconds_until(base) > 0, "creating the jobs took too long for this measurement"
+
+    fires = target.wait_for(20, seconds_until(base) + 8, path)
+    by_job = {fire.header("x-ms-scheduler-jobid"): fire for fire in fires}
+    assert sorted(by_job) == sorted(starts) and len(fires) == 20, "each job must fire exactly once"
+    for job, fire in by_job.items():
+        assert fire.expected_time == starts[job]
+    lateness = sorted(fire.lateness for fire in fires)
+    print(
+        f"\n[{emulator.backend}] lateness of 20 jobs due within 1 s: min {lateness[0] * 1000:.0f} ms, "
+        f"p50 {statistics.median(lateness) * 1000:.0f} ms, p90 {lateness[17] * 1000:.0f} ms, "
+        f"max {lateness[-1] * 1000:.0f} ms"
+    )
+    assert lateness[0] >= 0, "a job fired before its time"
+    assert lateness[-1] < LATENESS_BOUND
+    time.sleep(1)
+    assert len(target.requests(path)) == 20
+
+
+def test_failing_target_gets_the_retries_then_the_error_action(emulator: Emulator, target: TargetServer) -> None:
+    """Fixed policy, 2 retries 2 s apart, then the error action; a one-time job ends Faulted."""
+    names = Names()
+    emulator.collection(names)
+    job, main_path, error_path = unique("retry-"), a_path("main-fail"), a_path("error-sink")
+    long_body = "boom-" + "x" * 3000
+    target.respond(main_path, 503, long_body)
+    target.respond(error_path, 200, "error handled")
+    emulator.put_job(names, job, {
+        "action": {
+            **http_action(target, main_path, "POST", retry=fixed(2, "PT2S"), body="main"),
+            "errorAction": http_action(target, error_path, "PUT", retry=NO_RETRY, body="error!",
+                                       headers={"X-Error": "yes"}),
+        },
+    })
+
+    main = target.wait_for(3, 12, main_path)
+    [error] = target.wait_for(1, 5, error_path)
+    gaps = [later.monotonic - earlier.monotonic for earlier, later in zip(main, main[1:], strict=False)]
+    assert all(1.95 <= gap <= 3.0 for gap in gaps), f"retries should be 2 s apart: {gaps}"
+    assert len({r.header("x-ms-execution-tag") for r in [*main, error]}) == 1, "one execution tag per occurrence"
+    assert len({r.header("x-ms-client-request-id") for r in [*main, error]}) == 4, "a client request id per attempt"
+    assert len({r.expected_time for r in [*main, error]}) == 1
+    assert all(r.method == "POST" and r.body == b"main" for r in main)
+    assert (error.method, error.body, error.header("x-error")) == ("PUT", b"error!", "yes")
+    assert error.header("x-ms-scheduler-jobid") == job
+    assert 0 <= error.monotonic - main[-1].monotonic < 1.5, "the error action runs right after the last retry"
+
+    done = emulator.wait_state(names, job, "Faulted")
+    status = done["properties"]["status"]
+    assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (3, 3, 1)
+    assert "nextExecutionTime" not in status
+    history = emulator.history(names, job)
+    assert [(e["actionName"], e["status"], e["retryCount"], e["repeatCount"]) for e in history] == [
+        ("ErrorAction", "Completed", 0, 1),
+        ("MainAction", "Failed", 2, 1),
+        ("MainAction", "Failed", 1, 1),
+        ("MainAction", "Failed", 0, 1),
+    ]
+    assert len({e["expectedExecutionTime"] for e in history}) == 1
+    assert parse(history[0]["expectedExecutionTime"]) == main[0].expected_time
+    last_execution = parse(status["lastExecutionTime"])
+    assert main[-1].wall - timedelta(seconds=1) <= last_execution <= error.wall, "the start of the latest attempt"
+    for entry in history[1:]:
+        assert "503" in entry["message"] and "Service Unavailable" in entry["message"]
+        assert "127.0.0.1" in entry["message"]
+        assert long_body[:2048] in entry["message"], "the first 2048 bytes of the body"
+        assert long_body[:2049] not in entry["message"], "no more than 2048 bytes of the body"
+    assert "200" in history[0]["message"] and "error handled" in history[0]["message"]
+    assert len(emulator.history(names, job, **{"$filter": "status eq 'Failed'"})) == 3
+
+    time.sleep(2.5)
+    assert (len(target.requests(main_path)), len(target.requests(error_path))) == (3, 1), "nothing more after that"
+
+
+def test_error_action_without_its_own_policy_retries_with_the_main_one(
+    emulator: Emulator, target: TargetServer
+) -> None:
+    names = Names()
+    emulator.collection(names)
+    job, main_path, error_path = unique("errretry-"), a_path("main-fail"), a_path("error-fail")
+    emulator.put_job(names, job, {
+        "action": {
+            **http_action(target, main_path, retry=fixed(1, "PT1S")),
+            "errorAction": http_action(target, error_path, "DELETE"),
+        },
+    })
+    main = target.wait_for(2, 8, main_path)
+    errors = target.wait_for(2, 8, error_path)
+    assert 0.95 <= errors[1].monotonic - errors[0].monotonic <= 2.0
+    assert errors[0].monotonic > main[1].monotonic
+    done = emulator.wait_state(names, job, "Faulted")
+    status = done["properties"]["status"]
+    assert (status["executionCount"], status["faultedCount"]) == (2, 1)
+    history = emulator.history(names, job)
+    assert [(e["actionName"], e["status"], e["retryCount"]) for e in history] == [
+        ("ErrorAction", "Failed", 1), ("ErrorAction", "Failed", 0),
+        ("MainAction", "Failed", 1), ("MainAction", "Failed", 0),
+    ]
+    time.sleep(1.5)
+    assert (len(target.requests(main_path)), len(target.requests(error_path))) == (2, 2)
+
+
+def test_retry_type_none_makes_exactly_one_attempt(emulator: Emulator, target: TargetServer) -> None:
+    names = Names()
+    emulator.collection(names)
+    job, path = unique("noretry-"), a_path("fail")
+    emulator.put_job(names, job, {"action": http_action(target, path, retry=NO_RETRY)})
+    target.wait_for(1, 5, path)
+    done = emulator.wait_state(names, job, "Faulted")
+    status = done["properties"]["status"]
+    assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (1, 1, 1)
+    [entry] = emulator.history(names, job)
+    assert (entry["actionName"], entry["status"]) == ("MainAction", "Failed")
+    assert (entry["retryCount"], entry["repeatCount"]) == (0, 1)
+    assert "500" in entry["message"] and "target failure at" in entry["message"]
+    time.sleep(3)
+    assert len(target.requests(path)) == 1, "retryType None means no retry"
+
+
+def test_connection_refused_is_a_failure_named_in_history(emulator: Emulator) -> None:
+    names = Names()
+    emulator.collection(names)
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    job = unique("refused-")
+    emulator.put_job(names, job, {
+        "action": {"type": "Http", "request": {"uri": f"http://127.0.0.1:{port}/x", "method": "GET"},
+                   "retryPolicy": NO_RETRY},
+    })
+    done = emulator.wait_state(names, job, "Faulted")
+    assert done["properties"]["status"]["failureCount"] == 1
+    [entry] = emulator.history(names, job)
+    assert entry["status"] == "Failed" and "refused" in entry["message"].lower(), entry
+
+
+def test_redirects_are_followed_up_to_five(emulator: Emulator, target: TargetServer) -> None:
+    names = Names()
+    emulator.collection(names)
+    chains = {}
+    for hops in (5, 6):
+        prefix = a_path(f"hops{hops}")
+        for hop in range(hops):
+            target.redirect(f"{prefix}/{hop}", f"{prefix}/{hop + 1}")
+        target.respond(f"{prefix}/{hops}", 200, "arrived")
+        job = unique(f"redirect{hops}-")
+        chains[job] = f"{prefix}/{hops}"
+        emulator.put_job(names, job, {"action": http_action(target, f"{prefix}/0", "GET", retry=NO_RETRY)})
+    five, six = chains
+    emulator.wait_state(names, five, "Completed")
+    assert len(target.requests(chains[five])) == 1
+    [entry] = emulator.history(names, five)
+    assert entry["status"] == "Completed" and "arrived" in entry["message"]
+    emulator.wait_state(names, six, "Faulted")
+    assert target.requests(chains[six]) == [], "a sixth redirect is not followed"
+    [entry] = emulator.history(names, six)
+    assert entry["status"] == "Failed" and "redirect" in entry["message"].lower(), entry
+
+
+def test_slow_target_times_out_and_counts_as_failure(emulator: Emulator, target: TargetServer) -> None:
+    names = Names()
+    emulator.collection(names)
+    job, path = unique("timeout-"), a_path("slow")
+    target.respond(path, 200, "too late", delay=ACTION_TIMEOUT + 1.5)
+    emulator.put_job(names, job, {"action": http_action(target, path, retry=NO_RETRY)})
+    target.wait_for(1, 5, path)
+    done = emulator.wait_state(names, job, "Faulted", timeout=ACTION_TIMEOUT + 8)
+    assert done["properties"]["status"]["failureCount"] == 1
+    [entry] = emulator.history(names, job)
+    assert entry["status"] == "Failed" and "timed out" in entry["message"], entry
+    took = (parse(entry["endTime"]) - parse(entry["startTime"])).total_seconds()
+    assert ACTION_TIMEOUT - 0.1 <= took < ACTION_TIMEOUT + 1.4, took
+
+
+def test_run_now_fires_one_extra_occurrence_and_leaves_the_schedule_alone(
+    emulator: Emulator, target: TargetServer
+) -> None:
+    names = Names()
+    emulator.collection(names)
+    later = whole_seconds_from_now(3600)
+    jobs = {
+        unique("run-rec-"): {"startTime": iso(later), "recurrence": {"frequency": "Hour", "interval": 1}},
+        unique("run-once-"): {"startTime": iso(later)},
+    }
+    paths = {}
+    for job, timing in jobs.items():
+        paths[job] = a_path("run")
+        created = emulator.put_job(names, job, {**timing, "action": http_action(target, paths[job], retry=NO_RETRY)})
+        assert created["properties"]["status"]["nextExecutionTime"] == iso(later)
+    asked = utcnow()
+    for job in jobs:
+        assert emulator.call("POST", names.job_path(job) + "/run").status_code == 200
+    for job, path in paths.items():
+        [fire] = target.wait_for(1, 5, path)
+        assert fire.header("x-ms-scheduler-jobid") == job
+        assert asked - timedelta(seconds=1) <= fire.expected_time <= asked + timedelta(seconds=3)
+        emulator.wait_history(names, job, 1, 5)
+        properties = emulator.job(names, job)["properties"]
+        assert properties["state"] == "Enabled", "a run does not finish the job"
+        assert properties["status"]["executionCount"] == 1
+        assert properties["status"]["nextExecutionTime"] == iso(later), "a run leaves the schedule alone"
+        [entry] = emulator.history(names, job)
+        assert (entry["actionName"], entry["status"], entry["repeatCount"]) == ("MainAction", "Completed", 1)
+    time.sleep(1.5)
+    assert all(len(target.requests(path)) == 1 for path in paths.values())
+
+
+# --- the minute-scale scenarios -------------------------------------------------------------------
+
+
+def test_recurring_job_fires_at_the_expected_instants(
+    emulator: Emulator, target: TargetServer, slow: SlowScenarios
+) -> None:
+    path, job, start = slow.paths["rec-ok"], slow.jobs["rec-ok"], slow.start
+    fires = target.wait_for(2, seconds_until(start + MINUTE) + 5, path)
+    assert [f.expected_time for f in fires] == [start, start + MINUTE]
+    lateness = [f.lateness for f in fires]
+    print(f"\n[{emulator.backend}] recurring job lateness: {', '.join(f'{s * 1000:.0f} ms' for s in lateness)}")
+    assert all(0 <= s < LATENESS_BOUND for s in lateness), lateness
+    assert 59 < fires[1].monotonic - fires[0].monotonic < 61
+    assert fires[0].header("x-ms-execution-tag") != fires[1].header("x-ms-execution-tag"), "a tag per occurrence"
+    done = emulator.wait_state(slow.names, job, "Completed")
+    status = done["properties"]["status"]
+    assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (2, 0, 0)
+    assert "nextExecutionTime" not in status
+    history = emulator.history(slow.names, job)
+    assert [(e["status"], e["repeatCount"], parse(e["expectedExecutionTime"])) for e in history] == [
+        ("Completed", 2, start + MINUTE), ("Completed", 1, start),
+    ]
+    assert len(target.requests(path)) == 2
+
+
+def test_recurring_job_keeps_running_after_a_faulted_occurrence(
+    emulator: Emulator, target: TargetServer, slow: SlowScenarios
+) -> None:
+    job, start = slow.jobs["rec-faulted"], slow.start
+    main = target.wait_for(2, seconds_until(start + MINUTE) + 5, slow.paths["rec-faulted"])
+    errors = target.wait_for(2, 5, slow.paths["rec-faulted-error"])
+    assert [f.expected_time for f in main] == [start, start + MINUTE]
+    assert [f.expected_time for f in errors] == [start, start + MINUTE]
+    done = emulator.wait_state(slow.names, job, "Completed")
+    status = done["properties"]["status"]
+    assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (2, 2, 2)
+    history = emulator.history(slow.names, job)
+    assert [(e["actionName"], e["status"], e["retryCount"], e["repeatCount"]) for e in history] == [
+        ("ErrorAction", "Completed", 0, 2), ("MainAction", "Failed", 0, 2),
+        ("ErrorAction", "Completed", 0, 1), ("MainAction", "Failed", 0, 1),
+    ]
+    assert len(target.requests(slow.paths["rec-faulted"])) == 2
+    assert len(target.requests(slow.paths["rec-faulted-error"])) == 2
+
+
+def test_occurrence_due_while_the_previous_one_retries_is_postponed(
+    emulator: Emulator, target: TargetServer, slow: SlowScenarios
+) -> None:
+    job, path, start = slow.jobs["postponed"], slow.paths["postponed"], slow.start
+    try:
+        attempts = target.wait_for(4, seconds_until(start + timedelta(seconds=66)) + 6, path)
+        gaps = [b.monotonic - a.monotonic for a, b in zip(attempts, attempts[1:], strict=False)]
+        assert all(21.9 <= gap <= 23.5 for gap in gaps), gaps
+        assert all(f.expected_time == start for f in attempts), "S+60 s must not run while S is retrying"
+        history = wait_until(
+            lambda: (h := emulator.history(slow.names, job)) and len(h) >= 5 and h,
+            10, "4 attempts and a Postponed entry in the history",
+        )
+        postponed = [e for e in history if e["status"] == "Postponed"]
+        assert len(postponed) == 1, history
+        assert postponed[0]["actionName"] == "MainAction"
+        assert parse(postponed[0]["expectedExecutionTime"]) == start + MINUTE
+        assert "1 occurrence" in postponed[0]["message"], postponed[0]["message"]
+        assert [(e["status"], e["retryCount"], e["repeatCount"]) for e in history if e is not postponed[0]] == [
+            ("Failed", 3, 1), ("Failed", 2, 1), ("Failed", 1, 1), ("Failed", 0, 1),
+        ]
+        properties = emulator.job(slow.names, job)["properties"]
+        assert properties["state"] == "Enabled"
+        assert parse(properties["status"]["nextExecutionTime"]) == start + 2 * MINUTE
+        status = properties["status"]
+        assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (4, 4, 1)
+        assert len(target.requests(path)) == 4
+    finally:  # it would fire again at S+120 s, during the restart test
+        emulator.call("DELETE", slow.names.job_path(job))
+
+
+def test_disabling_a_job_stops_its_fires(emulator: Emulator, target: TargetServer, slow: SlowScenarios) -> None:
+    job, path = slow.jobs["dis-job"], slow.paths["dis-job"]
+    properties = emulator.job(slow.names, job)["properties"]
+    assert properties["state"] == "Disabled"
+    assert "nextExecutionTime" not in properties["status"]
+    sleep_until(slow.start + MINUTE + timedelta(seconds=3))
+    assert [f.expected_time for f in target.requests(path)] == [slow.start], "no fire after the job was disabled"
+    assert emulator.status(slow.names, job)["executionCount"] == 1
+
+
+def test_disabling_a_collection_stops_its_jobs(emulator: Emulator, target: TargetServer, slow: SlowScenarios) -> None:
+    job, path = slow.jobs["dis-coll"], slow.paths["dis-coll"]
+    assert emulator.ok("GET", slow.disabled.collection_path)["properties"]["state"] == "Disabled"
+    properties = emulator.job(slow.disabled, job)["properties"]
+    assert properties["state"] == "Disabled"
+    assert "nextExecutionTime" not in properties["status"]
+    sleep_until(slow.start + MINUTE + timedelta(seconds=3))
+    assert [f.expected_time for f in target.requests(path)] == [slow.start], "no fire after the collection was disabled"
+
+
+# --- restart (last: it replaces the server process) --------------------------------------------------
+
+
+def _key(fire: Received) -> tuple[str | None, str | None, datetime]:
+    return fire.header("x-ms-scheduler-jobcollectionid"), fire.header("x-ms-scheduler-jobid"), fire.expected_time
+
+
+def test_restart_neither_loses_nor_repeats_nor_floods_occurrences(emulator: Emulator, target: TargetServer) -> None:
+    """Stop the server, move a minute job's schedule 5 minutes back in the store (as if the server had been
+    down since), restart on the same database: exactly one late run of the most recent missed instant,
+    one Postponed entry saying how many were skipped, then on schedule. Occurrences that finished before
+    the stop are not fired again; one in flight at the stop (waiting to retry) is resumed, not lost."""
+    names = Names()
+    emulator.collection(names)
+    now0 = whole_seconds_from_now(0)
+    upcoming = now0 + timedelta(seconds=30)  # the catch-up job's next instant at creation
+    jobs = {k: unique(f"rs-{k}-") for k in ("catchup", "recurring", "inflight", "once")}
+    paths = {"catchup": a_path("catchup"), "recurring": a_path("recurring"), "inflight": a_path("flaky"),
+             "once": a_path("once")}
+    target.respond(paths["inflight"], 200, "recovered", fail_first=10**6)
+    created = emulator.put_job(names, jobs["catchup"], {
+        **every_minute(upcoming - 10 * MINUTE), "action": http_action(target, paths["catchup"], retry=NO_RETRY),
+    })
+    assert parse(created["properties"]["status"]["nextExecutionTime"]) == upcoming, "past instants are skipped"
+    recurring_start = now0 + timedelta(seconds=2)
+    emulator.put_job(names, jobs["recurring"], {
+        **every_minute(recurring_start), "action": http_action(target, paths["recurring"], retry=NO_RETRY),
+    })
+    emulator.put_job(names, jobs["inflight"], {
+        "action": http_action(target, paths["inflight"], retry=fixed(10, "PT2S")),
+    })
+    emulator.put_job(names, jobs["once"], {"action": http_action(target, paths["once"], retry=NO_RETRY)})
+
+    target.wait_for(1, 6, paths["recurring"])
+    target.wait_for(1, 5, paths["once"])
+    target.wait_for(1, 5, paths["inflight"])
+    emulator.wait_state(names, jobs["once"], "Completed")
+    emulator.wait_job(names, jobs["recurring"], lambda j: j["properties"]["status"]["executionCount"] == 1, 5,
+                      "the recurring job's first occurrence to be recorded")
+    assert seconds_until(upcoming) > 12, "the set-up took too long: the restart would not finish before the next run"
+
+    fired_before = {_key(fire) for fire in target.requests()}
+    emulator.stop()
+
+    # Simulate downtime: the series is 5 minutes behind, as if the server had been down since then.
+    first_missed = upcoming - 5 * MINUTE
+    latest_missed = upcoming - MINUTE  # the most recent instant in the past
+    database = Database(emulator.database_url)
+    try:
+        with database.session() as session:
+            unfinished = {
+                (collection, job, expected)
+                for collection, job, expected in session.execute(
+                    select(JobCollectionRow.name, JobRow.name, OccurrenceRow.expected_time)
+                    .join(JobRow, OccurrenceRow.job_id == JobRow.id)
+                    .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+                    .where(OccurrenceRow.finished_at.is_(None))
+                )
+            }
+            row = session.scalar(
+                select(JobRow).join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+                .where(JobCollectionRow.name == names.collection, JobRow.name == jobs["catchup"])
+            )
+            assert row is not None and row.next_execution_time == upcoming
+            row.series_origin = first_missed - timedelta(seconds=30)
+            row.next_execution_time = first_missed
+    finally:
+        database.dispose()
+    assert {job for _, job, _ in unfinished if job.startswith("rs-")} == {jobs["inflight"]}, unfinished
+    target.respond(paths["inflight"], 200, "recovered")
+
+    seen_before_restart = len(target.requests())
+    emulator.start()
+
+    # Exactly one late run of the most recent missed occurrence...
+    [late] = target.wait_for(1, 8, paths["catchup"])
+    assert late.expected_time == latest_missed
+    history = emulator.wait_history(names, jobs["catchup"], 2)
+    assert sorted((e["status"], e["actionName"]) for e in history) == [
+        ("Completed", "MainAction"), ("Postponed", "MainAction"),
+    ]
+    [ran] = [e for e in history if e["status"] == "Completed"]
+    [postponed] = [e for e in history if e["status"] == "Postponed"]
+    assert parse(ran["expectedExecutionTime"]) == latest_missed, "the late run shows when it was due"
+    assert ran["repeatCount"] == 1
+    assert parse(postponed["expectedExecutionTime"]) == first_missed
+    assert "4 occurrence" in postponed["message"], postponed["message"]
+    status = emulator.status(names, jobs["catchup"])
+    assert parse(status["nextExecutionTime"]) == upcoming
+    assert status["executionCount"] == 1
+    time.sleep(1.5)
+    assert len(target.requests(paths["catchup"])) == 1, "no flood of missed occurrences"
+
+    # ... the occurrence that was waiting to retry is resumed and completes ...
+    done = emulator.wait_state(names, jobs["inflight"], "Completed", timeout=10)
+    assert done["properties"]["status"]["faultedCount"] == 0
+    before = target.requests(paths["inflight"])[0]
+    resumed = [f for f in target.requests()[seen_before_restart:] if f.path == paths["inflight"]]
+    assert resumed and all(_key(f) == _key(before) for f in resumed), "the same occurrence, resumed"
+    assert emulator.history(names, jobs["inflight"])[0]["status"] == "Completed"
+
+    # ... then the catch-up job runs on schedule.
+    fires = target.wait_for(2, seconds_until(upcoming) + 5, paths["catchup"])
+    assert fires[1].expected_time == upcoming
+    assert 0 <= fires[1].lateness < LATENESS_BOUND, fires[1].lateness
+    history = emulator.wait_history(names, jobs["catchup"], 3)
+    assert sorted(e["status"] for e in history) == ["Completed", "Completed", "Postponed"]
+    assert (history[0]["status"], history[0]["repeatCount"]) == ("Completed", 2)
+    assert parse(history[0]["expectedExecutionTime"]) == upcoming
+
+    # Nothing that had finished before the stop fired again.
+    repeated = [
+        _key(fire) for fire in target.requests()[seen_before_restart:]
+        if _key(fire) in fired_before and _key(fire) not in unfinished
+    ]
+    assert not repeated, f"fired again after the restart: {repeated}"
+    assert len(target.requests(paths["once"])) == 1
+    assert [f.expected_time for f in target.requests(paths["recurring"])] == [recurring_start]
