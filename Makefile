@@ -20,7 +20,13 @@ $(VENV)/.test-deps: pyproject.toml $(VENV)/.run-deps
 run: $(VENV)/.run-deps
 	$(VENV)/bin/scheduler-emulator $(ARGS)
 
-test: $(VENV)/.test-deps
+# Azurite (the Azure Storage emulator the StorageQueue tests run), pinned in package-lock.json. Without
+# npm the tests that need it say so: they fail in CI and are skipped locally.
+node_modules/.installed: package.json package-lock.json
+	@if command -v npm >/dev/null 2>&1; then npm ci --no-audit --no-fund && touch $@; \
+	else echo "npm not found: install Node.js 20+ with npm for the StorageQueue tests (Azurite)" >&2; fi
+
+test: $(VENV)/.test-deps node_modules/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.test-deps

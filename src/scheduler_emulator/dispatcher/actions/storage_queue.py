@@ -168,6 +168,8 @@ class StorageQueueAction:
             return Outcome(False, f"{PREFIX}'{account}' is not a valid storage account name (3 to 24 lower-case "
                                   "letters and digits) and the emulator has no endpoint mapped for it")
         sas = normalize_sas(message.sas_token)
+        if not sas:
+            return Outcome(False, f"{PREFIX}the job's sasToken for {where} is empty")
         try:
             async with asyncio.timeout(self.timeout):
                 client = self._client(endpoint, queue, sas)
