@@ -52,5 +52,5 @@ def configure_logging(level: str, form: str) -> None:
         logger.propagate = True
     # Our own access log replaces uvicorn's (it carries the request id, route and duration).
     logging.getLogger("uvicorn.access").disabled = True
-    for noisy in ("httpx", "httpcore", "azure", "uamqp", "alembic.runtime.migration"):
+    for noisy in ("aiohttp", "azure", "uamqp", "alembic.runtime.migration"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
