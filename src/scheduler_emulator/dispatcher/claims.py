@@ -69,7 +69,6 @@ def claim_due_jobs(session: Session, owner: str, now: datetime, lease: timedelta
         if d.occurrence_id is None:
             continue  # already recorded (fired) by another dispatcher
         d.job.lease_owner = owner
-        d.job.lease_until = now + lease
         claims.append(Claim(
             job_id=d.job.id,
             occurrence_id=d.occurrence_id,
@@ -97,7 +96,7 @@ def _decide(session: Session, job: JobRow, collection: JobCollectionRow, owner: 
     if job.lease_owner is not None:  # its dispatcher stopped renewing: take over what it left running
         occurrence = store.unfinished_occurrence(session, job.id)
         if occurrence is None:
-            job.lease_owner = job.lease_until = None
+            job.lease_owner = None
             return None
         occurrence.owner = owner
         occurrence.claimed_at = now
@@ -141,7 +140,7 @@ def finish_occurrence(session: Session, claim: Claim, owner: str, now: datetime,
     postponed = Skipped()
     new_state = None
     if job.lease_owner == owner:
-        job.lease_owner = job.lease_until = None
+        job.lease_owner = None
     if job.version == claim.version and job.state == "Enabled":  # the definition did not change meanwhile
         postponed, job.next_execution_time = after_busy(
             claim.properties.timing(), job.series_origin, job.next_execution_time, now

@@ -59,6 +59,7 @@ class Dispatcher:
         self.lease = timedelta(seconds=settings.lease_seconds)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._renewal: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[None]] = set()
         self._next_housekeeping: datetime | None = None
 
@@ -89,8 +90,10 @@ class Dispatcher:
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
                 log.info("released %d occurrence(s) still in flight at shutdown", len(pending))
+        if self._renewal is not None:
+            self._renewal.cancel()
         with contextlib.suppress(Exception):
-            await self._db(lambda s: store.release_all(s, self.owner, self.clock.now()))
+            await self._db(lambda s: store.sign_off(s, self.owner))
 
     def wake(self) -> None:
         self._wake.set()
@@ -127,6 +130,15 @@ class Dispatcher:
     async def _loop(self) -> None:
         poll = timedelta(seconds=self.settings.poll_interval)
         skip_locked = self.database.dialect == "postgresql"
+        # Registered (alive) before the first claim, so no other dispatcher takes our leases for abandoned.
+        for attempt in range(1_000_000):
+            try:
+                await self._beat()
+                break
+            except Exception as exc:  # noqa: BLE001 - the database may not be up yet
+                log.warning("registering the dispatcher failed (%s); retrying", str(exc).splitlines()[0])
+                await asyncio.sleep(min(5.0, 0.5 * (attempt + 1)))
+        self._renewal = asyncio.create_task(self._heartbeat(), name="heartbeat")
         while True:
             try:
                 self._wake.clear()
@@ -143,7 +155,7 @@ class Dispatcher:
                 if len(claims) >= CLAIM_BATCH:
                     continue
                 await self._housekeeping(now)
-                wake_at = await self._db(lambda s: store.next_wake_time(s, self.owner))
+                wake_at = await self._db(lambda s: store.next_wake_time(s, self.owner, self.clock.now()))
                 delay = poll.total_seconds()
                 if wake_at is not None:
                     delay = min(delay, max(0.0, (wake_at - self.clock.now()).total_seconds()))
@@ -159,7 +171,6 @@ class Dispatcher:
     # -- one occurrence ---------------------------------------------------------------------------
 
     async def _run_occurrence(self, claim: Claim) -> None:
-        renewal = asyncio.create_task(self._renew(claim.job_id))
         self.metrics.occurrences.inc()
         self.metrics.in_flight.inc()
         try:
@@ -169,15 +180,22 @@ class Dispatcher:
         except Exception:
             log.exception("occurrence of job %s/%s failed unexpectedly", claim.collection_name, claim.job_name)
         finally:
-            renewal.cancel()
             self.metrics.in_flight.dec()
 
-    async def _renew(self, job_id: int) -> None:
+    async def _beat(self) -> None:
+        now = self.clock.now()
+        await self._db(lambda s: store.heartbeat(s, self.owner, now, now + self.lease))
+
+    async def _heartbeat(self) -> None:
+        """Keep this process registered as alive; that keeps every lease it holds, whatever their number,
+        with one single-row UPDATE a third of a lease apart."""
         interval = self.lease.total_seconds() / 3
         while True:
             await asyncio.sleep(interval)
-            with contextlib.suppress(Exception):
-                await self._db(lambda s: store.renew_lease(s, job_id, self.owner, self.clock.now() + self.lease))
+            try:
+                await self._beat()
+            except Exception as exc:  # noqa: BLE001 - the next beat tries again
+                log.warning("dispatcher heartbeat failed: %s", str(exc).splitlines()[0])
 
     async def _fire(self, claim: Claim) -> None:
         limits = stored_limits(

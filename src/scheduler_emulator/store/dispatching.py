@@ -7,14 +7,14 @@ and only then does the caller make the network call. No row lock is held across 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import and_, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
+from scheduler_emulator.store.models import DispatcherRow, JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
 
 FINAL_STATES = ("Completed", "Faulted")
 
@@ -25,13 +25,14 @@ def due_jobs(session: Session, now: datetime, limit: int, skip_locked: bool,
     or due and enabled. Three small index-backed queries rather than one OR that would scan every job.
     Our own expired leases are not taken over: those occurrences are still running here (the database may
     have been away while we tried to renew)."""
+    alive = select(DispatcherRow.owner).where(DispatcherRow.owner == JobRow.lease_owner, DispatcherRow.expires_at >= now)
     conditions = (
-        and_(JobRow.lease_owner.is_not(None), JobRow.lease_owner != owner, JobRow.lease_until < now),
+        and_(JobRow.lease_owner.is_not(None), JobRow.lease_owner != owner, ~alive.exists()),
         and_(JobRow.run_requested_at.is_not(None), JobRow.lease_owner.is_(None)),
         and_(JobRow.next_execution_time <= now, JobRow.lease_owner.is_(None), JobRow.state == "Enabled",
              JobCollectionRow.state == "Enabled"),
     )
-    order = (JobRow.lease_until, JobRow.run_requested_at, JobRow.next_execution_time)
+    order = (JobRow.id, JobRow.run_requested_at, JobRow.next_execution_time)
     found: dict[int, tuple[JobRow, JobCollectionRow]] = {}
     for condition, column in zip(conditions, order, strict=True):
         if len(found) >= limit:
@@ -70,7 +71,7 @@ def count_due(session: Session, now: datetime) -> int:
     ) or 0
 
 
-def next_wake_time(session: Session, owner: str) -> datetime | None:
+def next_wake_time(session: Session, owner: str, now: datetime) -> datetime | None:
     """The earliest instant at which a job becomes claimable (a scheduled time or a lease expiry)."""
     scheduled = session.scalar(
         select(func.min(JobRow.next_execution_time))
@@ -80,8 +81,9 @@ def next_wake_time(session: Session, owner: str) -> datetime | None:
     requested = session.scalar(
         select(func.min(JobRow.run_requested_at)).where(JobRow.lease_owner.is_(None))
     )
+    # Another dispatcher's heartbeat running out is when its leases can be taken over.
     lease = session.scalar(
-        select(func.min(JobRow.lease_until)).where(JobRow.lease_owner.is_not(None), JobRow.lease_owner != owner)
+        select(func.min(DispatcherRow.expires_at)).where(DispatcherRow.owner != owner, DispatcherRow.expires_at > now)
     )
     times = [t for t in (scheduled, requested, lease) if t is not None]
     return min(times) if times else None
@@ -108,7 +110,8 @@ def insert_occurrences(session: Session, occurrences: list[tuple[int, datetime, 
     statement = (
         insert(OccurrenceRow)
         .values([
-            {"job_id": job_id, "expected_time": expected, "repeat_count": repeat, "owner": owner, "claimed_at": now}
+            {"job_id": job_id, "expected_time": expected, "repeat_count": repeat, "owner": owner,
+             "first_owner": owner, "claimed_at": now}
             for job_id, expected, repeat in occurrences
         ])
         .on_conflict_do_nothing(index_elements=["job_id", "expected_time"])
@@ -117,12 +120,11 @@ def insert_occurrences(session: Session, occurrences: list[tuple[int, datetime, 
     return {(job_id, expected): row_id for row_id, job_id, expected in session.execute(statement).tuples()}
 
 
-def renew_lease(session: Session, job_id: int, owner: str, until: datetime) -> bool:
-    """Extend our lease; False when it is no longer ours (taken over, or the job is gone)."""
-    result = session.execute(
-        update(JobRow).where(JobRow.id == job_id, JobRow.lease_owner == owner).values(lease_until=until)
-    )
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+def heartbeat(session: Session, owner: str, now: datetime, until: datetime) -> None:
+    """Keep ``owner`` registered as alive until ``until``: this one-row UPDATE renews every lease it holds."""
+    result = session.execute(update(DispatcherRow).where(DispatcherRow.owner == owner).values(expires_at=until))
+    if not result.rowcount:  # type: ignore[attr-defined]
+        session.add(DispatcherRow(owner=owner, started_at=now, expires_at=until))
 
 
 def record_attempt(
@@ -154,12 +156,9 @@ def add_faulted(session: Session, job_id: int) -> None:
     session.execute(update(JobRow).where(JobRow.id == job_id).values(faulted_count=JobRow.faulted_count + 1))
 
 
-def release_all(session: Session, owner: str, now: datetime) -> int:
-    """Expire every lease ``owner`` holds, so another dispatcher (or the next start) takes over at once."""
-    result = session.execute(
-        update(JobRow).where(JobRow.lease_owner == owner).values(lease_until=now - timedelta(seconds=1))
-    )
-    return int(result.rowcount)  # type: ignore[attr-defined]
+def sign_off(session: Session, owner: str) -> None:
+    """Forget ``owner``: the leases it still holds can be taken over at once."""
+    session.execute(delete(DispatcherRow).where(DispatcherRow.owner == owner))
 
 
 def prune_history(session: Session, max_entries: int, older_than: datetime) -> int:
@@ -191,6 +190,10 @@ def prune_finished(session: Session, finished_before: datetime, occurrences_befo
     session.execute(
         delete(OccurrenceRow).where(OccurrenceRow.finished_at.is_not(None), OccurrenceRow.claimed_at < occurrences_before)
     )
+    session.execute(delete(DispatcherRow).where(
+        DispatcherRow.expires_at < occurrences_before,
+        ~select(JobRow.id).where(JobRow.lease_owner == DispatcherRow.owner).exists(),
+    ))
     old = select(JobRow.id).where(JobRow.state.in_(FINAL_STATES), JobRow.finished_at < finished_before)
     ids = list(session.scalars(old))
     if not ids:

@@ -67,7 +67,7 @@ class JobRow(Base):
         UniqueConstraint("collection_id", "name_key"),
         Index("ix_jobs_next_execution_time", "next_execution_time"),
         Index("ix_jobs_run_requested_at", "run_requested_at"),
-        Index("ix_jobs_lease_until", "lease_until"),
+        Index("ix_jobs_lease_owner", "lease_owner"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
@@ -89,8 +89,9 @@ class JobRow(Base):
     # Bumped by every API write, so the dispatcher can tell whether the definition changed under an attempt.
     version: Mapped[int] = mapped_column(default=1)
     repeat_count: Mapped[int] = mapped_column(default=0)  # occurrences started so far
+    # The dispatcher running an occurrence of this job; its lease lives as long as that dispatcher's
+    # heartbeat (DispatcherRow), so one UPDATE renews every lease a process holds.
     lease_owner: Mapped[str | None] = mapped_column(String(64))
-    lease_until: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]  # when the job became Completed or Faulted
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
@@ -124,7 +125,18 @@ class OccurrenceRow(Base):
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     expected_time: Mapped[datetime]
     repeat_count: Mapped[int]
-    owner: Mapped[str] = mapped_column(String(64))
+    owner: Mapped[str] = mapped_column(String(64))  # the dispatcher running it now
+    first_owner: Mapped[str | None] = mapped_column(String(64))  # the one that claimed it first (kept on takeover)
     claimed_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
     outcome: Mapped[str | None] = mapped_column(String(20))  # Completed | Faulted
+
+
+class DispatcherRow(Base):
+    """A running dispatcher process and how long its heartbeat keeps its leases alive."""
+
+    __tablename__ = "dispatchers"
+
+    owner: Mapped[str] = mapped_column(String(64), primary_key=True)
+    started_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
