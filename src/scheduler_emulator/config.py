@@ -45,7 +45,9 @@ class Settings(BaseSettings):
     )
     action_timeout: float = Field(60.0, gt=0, le=60.0, description="Seconds an action may take before it fails.")
     poll_interval: float = Field(5.0, gt=0, description="Seconds between due-job checks when nothing wakes the dispatcher.")
-    lease_seconds: float = Field(30.0, gt=0, description="How long a claimed job stays leased without renewal.")
+    lease_seconds: float = Field(
+        30.0, gt=0, description="How long a dispatcher's leases outlive its last heartbeat (then others take over)."
+    )
     history_max_entries: int = Field(1000, ge=1, description="History entries kept per job.")
     history_max_age_days: float = Field(60.0, gt=0, description="Days a history entry is kept.")
     finished_job_retention_days: float = Field(
