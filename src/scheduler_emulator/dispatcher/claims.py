@@ -1,7 +1,9 @@
-"""Claiming due jobs (one transaction: lease + occurrence record) and finishing occurrences."""
+"""Claiming due jobs (one transaction: schedule moved on, occurrences recorded, leases taken) and
+finishing occurrences. The hot path reads and writes plain rows (SQLAlchemy Core), not ORM objects."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,7 +14,6 @@ from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.due import Skipped, after_busy, due_occurrence
 from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties
 from scheduler_emulator.store import dispatching as store
-from scheduler_emulator.store.models import JobCollectionRow, JobRow, OccurrenceRow
 
 _TINY = timedelta(microseconds=1)
 
@@ -35,88 +36,107 @@ class Claim:
     collection_properties: dict[str, Any]
     manual: bool  # a POST .../run outside the schedule
     resumed: bool  # taken over from a dispatcher that stopped mid-occurrence
+    executions: int  # the job's executionCount when claimed
+
+
+class Definitions:
+    """Parsed job definitions by (job id, version): a definition is parsed once, not at every fire."""
+
+    def __init__(self, size: int = 20_000) -> None:
+        self.size = size
+        self._parsed: OrderedDict[tuple[int, int], JobProperties] = OrderedDict()
+
+    def get(self, job_id: int, version: int, definition: dict[str, Any]) -> JobProperties:
+        key = (job_id, version)
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            parsed = JobDefinitionIn.model_validate({"properties": definition}).properties
+            self._parsed[key] = parsed
+            if len(self._parsed) > self.size:
+                self._parsed.popitem(last=False)
+        return parsed
 
 
 @dataclass
 class _Decision:
-    job: JobRow
-    collection: JobCollectionRow
+    row: Any  # the job row joined with its collection (store.due_jobs)
     properties: JobProperties
     expected: datetime
     repeat: int
     skipped: Skipped
     manual: bool
+    next_time: datetime | None
+    run_requested_at: datetime | None
     occurrence_id: int | None = None  # set for a resumed occurrence; new ones get theirs on insert
     resumed: bool = False
 
 
-def claim_due_jobs(session: Session, owner: str, now: datetime, lease: timedelta, limit: int,
-                   skip_locked: bool) -> list[Claim]:
+def claim_due_jobs(session: Session, owner: str, now: datetime, limit: int, skip_locked: bool,
+                   definitions: Definitions) -> list[Claim]:
     """Lease up to ``limit`` due jobs and record the occurrence each will run (one INSERT for the batch,
-    which the unique (job, expected time) key turns into a no-op for an occurrence recorded before).
-    The caller commits before firing."""
+    which the unique (job, expected time) key turns into a no-op for an occurrence recorded before, and
+    one executemany UPDATE). The caller commits before firing."""
     decisions = [
         decision
-        for job, collection in store.due_jobs(session, now, limit, skip_locked, owner)
-        if (decision := _decide(session, job, collection, owner, now)) is not None
+        for row in store.due_jobs(session, now, limit, skip_locked, owner)
+        if (decision := _decide(session, row, owner, now, definitions)) is not None
     ]
     new = [d for d in decisions if d.occurrence_id is None]
-    inserted = store.insert_occurrences(session, [(d.job.id, d.expected, d.repeat) for d in new], owner, now)
+    inserted = store.insert_occurrences(session, [(d.row.id, d.expected, d.repeat) for d in new], owner, now)
     for decision in new:
-        decision.occurrence_id = inserted.get((decision.job.id, decision.expected))
-    claims = []
-    for d in decisions:
-        if d.occurrence_id is None:
-            continue  # already recorded (fired) by another dispatcher
-        d.job.lease_owner = owner
-        claims.append(Claim(
-            job_id=d.job.id,
+        decision.occurrence_id = inserted.get((decision.row.id, decision.expected))
+    store.move_jobs_on(session, [
+        {"job_id": d.row.id, "next_time": d.next_time, "repeat": d.repeat if not d.resumed else d.row.repeat_count,
+         "run_requested_at": d.run_requested_at, "owner": owner if d.occurrence_id is not None else None}
+        for d in decisions
+    ])
+    return [
+        Claim(
+            job_id=d.row.id,
             occurrence_id=d.occurrence_id,
-            version=d.job.version,
+            version=d.row.version,
             expected_time=d.expected,
             repeat_count=d.repeat,
             skipped=d.skipped,
             properties=d.properties,
-            job_name=d.job.name,
-            collection_name=d.collection.name,
-            region=d.collection.location,
-            sku=d.collection.sku,
-            collection_properties=d.collection.properties,
+            job_name=d.row.name,
+            collection_name=d.row.collection_name,
+            region=d.row.location,
+            sku=d.row.sku,
+            collection_properties=d.row.collection_properties,
             manual=d.manual,
             resumed=d.resumed,
-        ))
-    session.flush()
-    return claims
+            executions=d.row.execution_count,
+        )
+        for d in decisions
+        if d.occurrence_id is not None  # else: already recorded (fired) by another dispatcher
+    ]
 
 
-def _decide(session: Session, job: JobRow, collection: JobCollectionRow, owner: str,
-            now: datetime) -> _Decision | None:
-    """Which occurrence the job runs now, moving its schedule on; None when it has nothing to run."""
-    properties = JobDefinitionIn.model_validate({"properties": job.definition}).properties
-    if job.lease_owner is not None:  # its dispatcher stopped renewing: take over what it left running
-        occurrence = store.unfinished_occurrence(session, job.id)
+def _decide(session: Session, row: Any, owner: str, now: datetime, definitions: Definitions) -> _Decision | None:
+    """Which occurrence the job runs now, and where its schedule moves; None when it has nothing to run."""
+    properties = definitions.get(row.id, row.version, row.definition)
+    if row.lease_owner is not None:  # its dispatcher's heartbeat stopped: take over what it left running
+        occurrence = store.take_over_occurrence(session, row.id, owner, now)
         if occurrence is None:
-            job.lease_owner = None
+            store.move_jobs_on(session, [{"job_id": row.id, "next_time": row.next_execution_time,
+                                          "repeat": row.repeat_count, "run_requested_at": row.run_requested_at,
+                                          "owner": None}])
             return None
-        occurrence.owner = owner
-        occurrence.claimed_at = now
-        expected = occurrence.expected_time
+        occurrence_id, expected, repeat = occurrence
         # A scheduled occurrence is an instant of the series (next_execution_time has moved past it
         # already); a POST .../run is not.
-        manual = rec.next_occurrence_after(properties.timing(), job.series_origin, expected - _TINY) != expected
-        return _Decision(job, collection, properties, expected, occurrence.repeat_count, Skipped(), manual,
-                         occurrence.id, resumed=True)
-    if job.next_execution_time is not None and job.next_execution_time <= now and job.state == "Enabled" \
-            and collection.state == "Enabled":
-        due = due_occurrence(properties.timing(), job.series_origin, job.next_execution_time, now)
-        job.next_execution_time = due.following
-        job.repeat_count += 1
-        return _Decision(job, collection, properties, due.expected, job.repeat_count, due.skipped, False)
-    if job.run_requested_at is not None:
-        expected = job.run_requested_at
-        job.run_requested_at = None
-        job.repeat_count += 1
-        return _Decision(job, collection, properties, expected, job.repeat_count, Skipped(), True)
+        manual = rec.next_occurrence_after(properties.timing(), row.series_origin, expected - _TINY) != expected
+        return _Decision(row, properties, expected, repeat, Skipped(), manual, row.next_execution_time,
+                         row.run_requested_at, occurrence_id, resumed=True)
+    if row.next_execution_time is not None and row.next_execution_time <= now and row.state == "Enabled" \
+            and row.collection_state == "Enabled":
+        due = due_occurrence(properties.timing(), row.series_origin, row.next_execution_time, now)
+        return _Decision(row, properties, due.expected, row.repeat_count + 1, due.skipped, False, due.following,
+                         row.run_requested_at)
+    if row.run_requested_at is not None:
+        return _Decision(row, properties, row.run_requested_at, row.repeat_count + 1, Skipped(), True,
+                         row.next_execution_time, None)
     return None
 
 
@@ -130,26 +150,24 @@ def finish_occurrence(session: Session, claim: Claim, owner: str, now: datetime,
                       max_occurrences: int | None) -> Finish | None:
     """Close the occurrence, skip what came due meanwhile, move the job to Completed or Faulted when its
     series is over, and release the lease. None when the job was deleted meanwhile."""
-    job = session.get(JobRow, claim.job_id)
-    occurrence = session.get(OccurrenceRow, claim.occurrence_id)
-    if occurrence is not None:
-        occurrence.finished_at = now
-        occurrence.outcome = "Faulted" if faulted else "Completed"
+    store.close_occurrence(session, claim.occurrence_id, now, "Faulted" if faulted else "Completed")
+    job = store.job_to_finish(session, claim.job_id)
     if job is None:
         return None
     postponed = Skipped()
     new_state = None
+    values: dict[str, Any] = {}
     if job.lease_owner == owner:
-        job.lease_owner = None
+        values["lease_owner"] = None
     if job.version == claim.version and job.state == "Enabled":  # the definition did not change meanwhile
-        postponed, job.next_execution_time = after_busy(
-            claim.properties.timing(), job.series_origin, job.next_execution_time, now
-        )
-        one_time = claim.properties.recurrence is None
+        postponed, next_time = after_busy(claim.properties.timing(), job.series_origin, job.next_execution_time, now)
         if max_occurrences is not None and job.repeat_count >= max_occurrences:
-            job.next_execution_time = None
-        if job.next_execution_time is None and not claim.manual:
-            new_state = "Faulted" if (one_time and faulted) else "Completed"
-            job.state = new_state
-            job.finished_at = now
+            next_time = None
+        if next_time != job.next_execution_time:
+            values["next_execution_time"] = next_time
+        if next_time is None and not claim.manual:
+            new_state = "Faulted" if (claim.properties.recurrence is None and faulted) else "Completed"
+            values["state"] = new_state
+            values["finished_at"] = now
+    store.update_job(session, claim.job_id, values)
     return Finish(postponed, new_state)

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import socket
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.config import Settings
-from scheduler_emulator.dispatcher.actions import FireContext, Outcome
-from scheduler_emulator.dispatcher.claims import Claim, claim_due_jobs, finish_occurrence
+from scheduler_emulator.dispatcher.actions import FireContext
+from scheduler_emulator.dispatcher.claims import Claim, Definitions, Finish, claim_due_jobs, finish_occurrence
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.recorder import BatchRecorder
 from scheduler_emulator.dispatcher.wakeups import PostgresWakeups
@@ -26,12 +28,12 @@ from scheduler_emulator.domain.clock import Clock, isoformat_z
 from scheduler_emulator.domain.due import Skipped
 from scheduler_emulator.domain.history import history_id
 from scheduler_emulator.domain.job_rules import RetryPlan, RetrySpec, effective_retry
+from scheduler_emulator.domain.plans import Limits
 from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.schemas.job import ActionBase, RetryPolicy
 from scheduler_emulator.schemas.job_collection import stored_limits
 from scheduler_emulator.store import dispatching as store
 from scheduler_emulator.store.database import Database
-from scheduler_emulator.store.models import JobHistoryRow
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
 T = TypeVar("T")
@@ -49,6 +51,8 @@ class Dispatcher:
         self.database = database
         self.metrics = metrics
         self.recorder = BatchRecorder(database)
+        self.definitions = Definitions()
+        self._limits: dict[tuple[str, str], Limits] = {}
         self._stopping = False
         self._stopped = asyncio.Event()
         self._wakeups: PostgresWakeups | None = None
@@ -145,7 +149,7 @@ class Dispatcher:
                 now = self.clock.now()
 
                 def claim_batch(session: Session, now: datetime = now) -> list[Claim]:
-                    return claim_due_jobs(session, self.owner, now, self.lease, CLAIM_BATCH, skip_locked)
+                    return claim_due_jobs(session, self.owner, now, CLAIM_BATCH, skip_locked, self.definitions)
 
                 claims = await self._db(claim_batch)
                 for claim in claims:
@@ -197,37 +201,63 @@ class Dispatcher:
             except Exception as exc:  # noqa: BLE001 - the next beat tries again
                 log.warning("dispatcher heartbeat failed: %s", str(exc).splitlines()[0])
 
+    def _limits_of(self, claim: Claim) -> Limits:
+        key = (claim.sku, json.dumps(claim.collection_properties, sort_keys=True))
+        limits = self._limits.get(key)
+        if limits is None:
+            floor = timedelta(seconds=self.settings.min_retry_interval)
+            limits = self._limits[key] = stored_limits(claim.sku, claim.collection_properties, floor)
+            if len(self._limits) > 1000:
+                self._limits.clear()
+        return limits
+
     async def _fire(self, claim: Claim) -> None:
-        limits = stored_limits(
-            claim.sku, claim.collection_properties, timedelta(seconds=self.settings.min_retry_interval)
-        )
+        limits = self._limits_of(claim)
         execution_tag = uuid.uuid4().hex
         if claim.skipped.count:
             await self._postponed(claim, claim.skipped, downtime=True)
         action = claim.properties.action
         plan = effective_retry(_retry_spec(action.retry_policy), limits)
-        succeeded = await self._attempts(claim, action, plan, "MainAction", execution_tag)
+        succeeded, last = await self._attempts(claim, action, plan, "MainAction", execution_tag)
         faulted = not succeeded
-        if faulted:
-            await self._db_patiently(lambda s: store.add_faulted(s, claim.job_id))
-            if action.error_action is not None:
-                error_policy = action.error_action.retry_policy or action.retry_policy
-                error_plan = effective_retry(_retry_spec(error_policy), limits)
-                await self._attempts(claim, action.error_action, error_plan, "ErrorAction", execution_tag)
-        finish = await self._db_patiently(
-            lambda s: finish_occurrence(s, claim, self.owner, self.clock.now(), faulted, limits.max_job_occurrence)
-        )
+        if faulted and action.error_action is not None and last is not None:
+            main_last = last
+
+            def record_main(session: Session) -> None:
+                main_last.record(session)
+                store.add_faulted(session, claim.job_id)
+
+            await self._db_patiently(record_main)
+            error_policy = action.error_action.retry_policy or action.retry_policy
+            error_plan = effective_retry(_retry_spec(error_policy), limits)
+            _, last = await self._attempts(claim, action.error_action, error_plan, "ErrorAction", execution_tag)
+            count_fault = False
+        else:
+            count_fault = faulted
+        prune = claim.executions + 1 >= self.settings.history_max_entries // 2
+        final = last
+
+        def close(session: Session) -> Finish | None:
+            # The last attempt's record, the fault count and the occurrence's end share one transaction.
+            if final is not None and not final.record(session):
+                return None
+            if count_fault:
+                store.add_faulted(session, claim.job_id)
+            finish = finish_occurrence(session, claim, self.owner, self.clock.now(), faulted, limits.max_job_occurrence)
+            if prune:
+                store.prune_job_history(session, claim.job_id, self.settings.history_max_entries)
+            return finish
+
+        finish = await self._db_patiently(close)
         if finish is not None and finish.postponed.count:
             await self._postponed(claim, finish.postponed, downtime=False)
-        with contextlib.suppress(OperationalError, PoolTimeout):  # the housekeeping pass catches up later
-            await self.recorder.submit(
-                lambda s: store.prune_job_history(s, claim.job_id, self.settings.history_max_entries)
-            )
         self.wake()
 
     async def _attempts(self, claim: Claim, action: ActionBase, plan: RetryPlan, action_name: str,
-                        execution_tag: str) -> bool:
-        """The first attempt and up to ``plan.retries`` retries; True as soon as one succeeds."""
+                        execution_tag: str) -> tuple[bool, _Attempt | None]:
+        """The first attempt and up to ``plan.retries`` retries, stopping at the first success. Every
+        attempt but the last is recorded here; the last is returned unrecorded, for the caller to record
+        with what follows (None when the job was deleted meanwhile)."""
         for retry in range(plan.retries + 1):
             if retry:
                 await self._wait_to_retry(plan.interval.total_seconds())
@@ -247,20 +277,32 @@ class Dispatcher:
             ended = self.clock.now()
             result = "succeeded" if outcome.succeeded else "failed"
             self.metrics.attempts.labels(action.type, action_name, result).inc()
-            log.info(
-                "job %s/%s %s attempt %d %s", claim.collection_name, claim.job_name, action_name, retry, result,
-                extra={"fields": {
-                    "collection": claim.collection_name, "job": claim.job_name, "action_type": action.type,
-                    "action": action_name, "retry": retry, "repeat": claim.repeat_count, "outcome": result,
-                    "lateness_ms": round(lateness * 1000, 1), "duration_ms": round((ended - started).total_seconds() * 1000, 1),
-                }},
-            )
-            recorded = await self._record(claim, action_name, retry, started, ended, outcome)
-            if not recorded:
-                return True  # the job was deleted meanwhile: nothing more to do
-            if outcome.succeeded:
-                return True
-        return False
+            if log.isEnabledFor(logging.INFO):
+                log.info(
+                    "job %s/%s %s attempt %d %s", claim.collection_name, claim.job_name, action_name, retry, result,
+                    extra={"fields": {
+                        "collection": claim.collection_name, "job": claim.job_name, "action_type": action.type,
+                        "action": action_name, "retry": retry, "repeat": claim.repeat_count, "outcome": result,
+                        "lateness_ms": round(lateness * 1000, 1),
+                        "duration_ms": round((ended - started).total_seconds() * 1000, 1),
+                    }},
+                )
+            attempt = _Attempt(claim.job_id, action_name == "MainAction", not outcome.succeeded, {
+                "history_id": history_id(ended),
+                "start_time": started,
+                "end_time": ended,
+                "expected_execution_time": claim.expected_time,
+                "action_name": action_name,
+                "status": result.replace("succeeded", "Completed").replace("failed", "Failed"),
+                "message": outcome.message,
+                "retry_count": retry,
+                "repeat_count": claim.repeat_count,
+            })
+            if outcome.succeeded or retry == plan.retries:
+                return outcome.succeeded, attempt
+            if not await self._db_patiently(attempt.record):
+                return True, None  # the job was deleted meanwhile: nothing more to do
+        return False, None
 
     async def _wait_to_retry(self, seconds: float) -> None:
         """Sleep until the retry is due; a stopping dispatcher does not start new retries."""
@@ -269,23 +311,6 @@ class Dispatcher:
                 await asyncio.wait_for(self._stopped.wait(), timeout=seconds)
         if self._stopping:
             raise _Released
-
-    async def _record(self, claim: Claim, action_name: str, retry: int, started: datetime, ended: datetime,
-                      outcome: Outcome) -> bool:
-        entry = JobHistoryRow(
-            history_id=history_id(ended),
-            start_time=started,
-            end_time=ended,
-            expected_execution_time=claim.expected_time,
-            action_name=action_name,
-            status="Completed" if outcome.succeeded else "Failed",
-            message=outcome.message,
-            retry_count=retry,
-            repeat_count=claim.repeat_count,
-        )
-        return await self._db_patiently(
-            lambda s: store.record_attempt(s, claim.job_id, entry, action_name == "MainAction", not outcome.succeeded)
-        )
 
     async def _postponed(self, claim: Claim, skipped: Skipped, downtime: bool) -> None:
         now = self.clock.now()
@@ -303,17 +328,17 @@ class Dispatcher:
                 f"{count} occurrence(s) {span} came due while the previous occurrence was still executing "
                 "or waiting to retry, and were skipped."
             )
-        entry = JobHistoryRow(
-            history_id=history_id(now),
-            start_time=now,
-            end_time=now,
-            expected_execution_time=skipped.first,
-            action_name="MainAction",
-            status="Postponed",
-            message=message,
-            retry_count=0,
-            repeat_count=claim.repeat_count,
-        )
+        entry = {
+            "history_id": history_id(now),
+            "start_time": now,
+            "end_time": now,
+            "expected_execution_time": skipped.first,
+            "action_name": "MainAction",
+            "status": "Postponed",
+            "message": message,
+            "retry_count": 0,
+            "repeat_count": claim.repeat_count,
+        }
         await self._db_patiently(lambda s: store.record_attempt(s, claim.job_id, entry, False, False))
 
     # -- retention --------------------------------------------------------------------------------
@@ -334,6 +359,19 @@ class Dispatcher:
             await self._db(work)
         except Exception:
             log.exception("history clean-up failed")
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """One attempt's history entry (JobHistoryRow's columns) and how it moves the counters."""
+
+    job_id: int
+    counts_as_execution: bool
+    failed: bool
+    entry: dict[str, Any]
+
+    def record(self, session: Session) -> bool:
+        return store.record_attempt(session, self.job_id, self.entry, self.counts_as_execution, self.failed)
 
 
 class _Released(Exception):

@@ -8,8 +8,9 @@ and only then does the caller make the network call. No row lock is held across 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import and_, delete, func, select, text, update
+from sqlalchemy import Table, and_, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -19,36 +20,92 @@ from scheduler_emulator.store.models import DispatcherRow, JobCollectionRow, Job
 FINAL_STATES = ("Completed", "Faulted")
 
 
-def due_jobs(session: Session, now: datetime, limit: int, skip_locked: bool,
-             owner: str) -> list[tuple[JobRow, JobCollectionRow]]:
-    """Jobs to claim now, earliest first: leased by another dispatcher that stopped renewing, asked to run,
-    or due and enabled. Three small index-backed queries rather than one OR that would scan every job.
-    Our own expired leases are not taken over: those occurrences are still running here (the database may
-    have been away while we tried to renew)."""
-    alive = select(DispatcherRow.owner).where(DispatcherRow.owner == JobRow.lease_owner, DispatcherRow.expires_at >= now)
+JOBS = cast(Table, JobRow.__table__)
+COLLECTIONS = cast(Table, JobCollectionRow.__table__)
+HISTORY = cast(Table, JobHistoryRow.__table__)
+OCCURRENCES = cast(Table, OccurrenceRow.__table__)
+
+_CLAIM_COLUMNS = (
+    JOBS.c.id, JOBS.c.name, JOBS.c.definition, JOBS.c.state, JOBS.c.version, JOBS.c.series_origin,
+    JOBS.c.next_execution_time, JOBS.c.run_requested_at, JOBS.c.repeat_count, JOBS.c.lease_owner,
+    JOBS.c.execution_count, COLLECTIONS.c.name.label("collection_name"), COLLECTIONS.c.location,
+    COLLECTIONS.c.sku, COLLECTIONS.c.properties.label("collection_properties"),
+    COLLECTIONS.c.state.label("collection_state"),
+)
+
+
+def due_jobs(session: Session, now: datetime, limit: int, skip_locked: bool, owner: str) -> list[Any]:
+    """Rows of the jobs to claim now, earliest first: leased by a dispatcher whose heartbeat stopped, asked
+    to run, or due and enabled. Three small index-backed queries rather than one OR that would scan every
+    job. Our own leases are never "abandoned": those occurrences are still running here."""
+    alive = select(DispatcherRow.owner).where(DispatcherRow.owner == JOBS.c.lease_owner, DispatcherRow.expires_at >= now)
     conditions = (
-        and_(JobRow.lease_owner.is_not(None), JobRow.lease_owner != owner, ~alive.exists()),
-        and_(JobRow.run_requested_at.is_not(None), JobRow.lease_owner.is_(None)),
-        and_(JobRow.next_execution_time <= now, JobRow.lease_owner.is_(None), JobRow.state == "Enabled",
-             JobCollectionRow.state == "Enabled"),
+        (and_(JOBS.c.lease_owner.is_not(None), JOBS.c.lease_owner != owner, ~alive.exists()), JOBS.c.id),
+        (and_(JOBS.c.run_requested_at.is_not(None), JOBS.c.lease_owner.is_(None)), JOBS.c.run_requested_at),
+        (and_(JOBS.c.next_execution_time <= now, JOBS.c.lease_owner.is_(None), JOBS.c.state == "Enabled",
+              COLLECTIONS.c.state == "Enabled"), JOBS.c.next_execution_time),
     )
-    order = (JobRow.id, JobRow.run_requested_at, JobRow.next_execution_time)
-    found: dict[int, tuple[JobRow, JobCollectionRow]] = {}
-    for condition, column in zip(conditions, order, strict=True):
+    found: dict[int, Any] = {}
+    for condition, order in conditions:
         if len(found) >= limit:
             break
         query = (
-            select(JobRow, JobCollectionRow)
-            .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+            select(*_CLAIM_COLUMNS)
+            .join_from(JOBS, COLLECTIONS, JOBS.c.collection_id == COLLECTIONS.c.id)
             .where(condition)
-            .order_by(column)
+            .order_by(order)
             .limit(limit - len(found))
         )
         if skip_locked:
-            query = query.with_for_update(of=JobRow, skip_locked=True)
-        for job, collection in session.execute(query).tuples():
-            found.setdefault(job.id, (job, collection))
+            query = query.with_for_update(of=JOBS, skip_locked=True)
+        for row in session.execute(query):
+            found.setdefault(row.id, row)
     return list(found.values())
+
+
+def move_jobs_on(session: Session, moves: list[dict[str, Any]]) -> None:
+    """Set each claimed job's next due time, occurrence count, pending run request and lease, in one
+    executemany UPDATE (keys: job_id, next_time, repeat, run_requested_at, owner)."""
+    if moves:
+        session.execute(
+            update(JOBS).where(JOBS.c.id == bindparam("job_id")).values(
+                next_execution_time=bindparam("next_time"), repeat_count=bindparam("repeat"),
+                run_requested_at=bindparam("run_requested_at"), lease_owner=bindparam("owner"),
+            ),
+            moves,
+        )
+
+
+def take_over_occurrence(session: Session, job_id: int, owner: str, now: datetime) -> tuple[int, datetime, int] | None:
+    """Make ``owner`` the runner of the occurrence a stopped dispatcher left unfinished for this job:
+    (occurrence id, expected time, repeat count), or None when there is none."""
+    row = session.execute(
+        select(OCCURRENCES.c.id, OCCURRENCES.c.expected_time, OCCURRENCES.c.repeat_count)
+        .where(OCCURRENCES.c.job_id == job_id, OCCURRENCES.c.finished_at.is_(None))
+        .order_by(OCCURRENCES.c.id.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        return None
+    session.execute(update(OCCURRENCES).where(OCCURRENCES.c.id == row.id).values(owner=owner, claimed_at=now))
+    return row.id, row.expected_time, row.repeat_count
+
+
+def close_occurrence(session: Session, occurrence_id: int, now: datetime, outcome: str) -> None:
+    session.execute(update(OCCURRENCES).where(OCCURRENCES.c.id == occurrence_id).values(finished_at=now, outcome=outcome))
+
+
+def job_to_finish(session: Session, job_id: int) -> Any:
+    """What finishing an occurrence needs to know of its job (None when it was deleted)."""
+    return session.execute(
+        select(JOBS.c.version, JOBS.c.state, JOBS.c.lease_owner, JOBS.c.series_origin, JOBS.c.next_execution_time,
+               JOBS.c.repeat_count).where(JOBS.c.id == job_id)
+    ).first()
+
+
+def update_job(session: Session, job_id: int, values: dict[str, Any]) -> None:
+    if values:
+        session.execute(update(JOBS).where(JOBS.c.id == job_id).values(**values))
 
 
 WAKE_CHANNEL = "scheduler_emulator_wake"
@@ -89,16 +146,6 @@ def next_wake_time(session: Session, owner: str, now: datetime) -> datetime | No
     return min(times) if times else None
 
 
-def unfinished_occurrence(session: Session, job_id: int) -> OccurrenceRow | None:
-    """The occurrence a stopped dispatcher left running for this job, if any."""
-    return session.scalar(
-        select(OccurrenceRow)
-        .where(OccurrenceRow.job_id == job_id, OccurrenceRow.finished_at.is_(None))
-        .order_by(OccurrenceRow.id.desc())
-        .limit(1)
-    )
-
-
 def insert_occurrences(session: Session, occurrences: list[tuple[int, datetime, int]], owner: str,
                        now: datetime) -> dict[tuple[int, datetime], int]:
     """Record (job id, expected time, repeat count) occurrences in one statement; one already recorded is
@@ -127,33 +174,24 @@ def heartbeat(session: Session, owner: str, now: datetime, until: datetime) -> N
         session.add(DispatcherRow(owner=owner, started_at=now, expires_at=until))
 
 
-def record_attempt(
-    session: Session,
-    job_id: int,
-    entry: JobHistoryRow,
-    counts_as_execution: bool,
-    failed: bool,
-) -> bool:
-    """Store one attempt's history entry and move the job's counters; False when the job was deleted."""
-    values: dict[str, object] = {}
+def record_attempt(session: Session, job_id: int, entry: dict[str, Any], counts_as_execution: bool,
+                   failed: bool) -> bool:
+    """Store one history entry (JobHistoryRow's columns) and move the job's counters; False when the job
+    was deleted."""
     if counts_as_execution:
-        values["execution_count"] = JobRow.execution_count + 1
-        values["last_execution_time"] = entry.start_time
+        values: dict[str, Any] = {"execution_count": JOBS.c.execution_count + 1, "last_execution_time": entry["start_time"]}
         if failed:
-            values["failure_count"] = JobRow.failure_count + 1
-    if values:
-        result = session.execute(update(JobRow).where(JobRow.id == job_id).values(**values))
-        if not result.rowcount:  # type: ignore[attr-defined]
+            values["failure_count"] = JOBS.c.failure_count + 1
+        if not session.execute(update(JOBS).where(JOBS.c.id == job_id).values(**values)).rowcount:  # type: ignore[attr-defined]
             return False
-    elif session.get(JobRow, job_id) is None:
+    elif session.execute(select(JOBS.c.id).where(JOBS.c.id == job_id)).first() is None:
         return False
-    entry.job_id = job_id
-    session.add(entry)
+    session.execute(insert(HISTORY).values(job_id=job_id, **entry))
     return True
 
 
 def add_faulted(session: Session, job_id: int) -> None:
-    session.execute(update(JobRow).where(JobRow.id == job_id).values(faulted_count=JobRow.faulted_count + 1))
+    session.execute(update(JOBS).where(JOBS.c.id == job_id).values(faulted_count=JOBS.c.faulted_count + 1))
 
 
 def sign_off(session: Session, owner: str) -> None:
