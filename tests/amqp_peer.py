@@ -119,7 +119,7 @@ def verify_token(token: str, keys: dict[str, str], now: float | None = None) -> 
     prefix = "SharedAccessSignature "
     if not token.startswith(prefix):
         return False, "the token is not a SharedAccessSignature", None, ""
-    fields = {name: values[0] for name, values in parse_qs(token[len(prefix):], keep_blank_values=True).items()}
+    fields = {name: values[0] for name, values in parse_qs(token[len(prefix) :], keep_blank_values=True).items()}
     resource, signature, expiry, key_name = (fields.get(name) for name in ("sr", "sig", "se", "skn"))
     if not resource or not signature or not expiry or not key_name:
         return False, "the token lacks sr, sig, se or skn", key_name, resource or ""
@@ -199,10 +199,19 @@ class _Handler(MessagingHandler):
         if known is not None and entity.lower() not in known:
             refusal = ("amqp:not-found", f"The messaging entity '{entity}' could not be found.")
         elif "" not in state.authorized and entity.lower() not in state.authorized:
-            refusal = ("amqp:unauthorized-access",
-                       f"Unauthorized access. 'Send' claim(s) are required to perform this operation on '{entity}'.")
-        self.peer._note_link(LinkAttach(state.number, address, entity, "sender" if link.is_receiver else "receiver",
-                                        refusal[0] if refusal else None))
+            refusal = (
+                "amqp:unauthorized-access",
+                f"Unauthorized access. 'Send' claim(s) are required to perform this operation on '{entity}'.",
+            )
+        self.peer._note_link(
+            LinkAttach(
+                state.number,
+                address,
+                entity,
+                "sender" if link.is_receiver else "receiver",
+                refusal[0] if refusal else None,
+            )
+        )
         if refusal is None:
             link.target.copy(link.remote_target)
         else:
@@ -235,25 +244,27 @@ class _Handler(MessagingHandler):
             return
         expiry = message.expiry_time
         creation = message.creation_time
-        self.peer._note_message(ReceivedMessage(
-            connection=state.number,
-            address=address,
-            entity=entity,
-            body=message.body.tobytes() if isinstance(message.body, memoryview) else message.body,
-            application_properties=_text_keys(message.properties),
-            message_id=message.id,
-            correlation_id=message.correlation_id,
-            content_type=str(message.content_type) if message.content_type else None,
-            subject=message.subject,
-            reply_to=message.reply_to,
-            reply_to_group_id=message.reply_to_group_id,
-            to=message.address,
-            group_id=message.group_id,
-            ttl_ms=round(message.ttl * 1000) if message.ttl else None,
-            absolute_expiry_time=float(expiry) if expiry else None,
-            creation_time=float(creation) if creation else None,
-            annotations=_text_keys(message.annotations),
-        ))
+        self.peer._note_message(
+            ReceivedMessage(
+                connection=state.number,
+                address=address,
+                entity=entity,
+                body=message.body.tobytes() if isinstance(message.body, memoryview) else message.body,
+                application_properties=_text_keys(message.properties),
+                message_id=message.id,
+                correlation_id=message.correlation_id,
+                content_type=str(message.content_type) if message.content_type else None,
+                subject=message.subject,
+                reply_to=message.reply_to,
+                reply_to_group_id=message.reply_to_group_id,
+                to=message.address,
+                group_id=message.group_id,
+                ttl_ms=round(message.ttl * 1000) if message.ttl else None,
+                absolute_expiry_time=float(expiry) if expiry else None,
+                creation_time=float(creation) if creation else None,
+                annotations=_text_keys(message.annotations),
+            )
+        )
         self.accept(delivery)
 
     def _put_token(self, event: Any, request: Message) -> None:
@@ -279,8 +290,10 @@ class _Handler(MessagingHandler):
         )
         link = event.connection.link_head(Endpoint.LOCAL_ACTIVE)
         while link is not None:
-            if link.is_sender and link.source.address == CBS_NODE and (
-                not request.reply_to or link.target.address in (request.reply_to, None)
+            if (
+                link.is_sender
+                and link.source.address == CBS_NODE
+                and (not request.reply_to or link.target.address in (request.reply_to, None))
             ):
                 link.send(reply)
                 return

@@ -116,19 +116,28 @@ class Azurite:
             if len(taken) >= count:
                 return taken
             if time.monotonic() >= deadline:
-                raise AssertionError(f"expected {count} message(s) on queue '{queue}' within {timeout:.1f} s, "
-                                     f"got {len(taken)}: {taken}")
+                raise AssertionError(
+                    f"expected {count} message(s) on queue '{queue}' within {timeout:.1f} s, got {len(taken)}: {taken}"
+                )
             time.sleep(0.1)
 
     # -- SAS tokens (without a leading '?', as the SDK returns them) --------------------------------------
 
     @staticmethod
-    def queue_sas(queue: str, *, add: bool = True, read: bool = False, expires_in: timedelta = timedelta(hours=1),
-                  start: datetime | None = None) -> str:
+    def queue_sas(
+        queue: str,
+        *,
+        add: bool = True,
+        read: bool = False,
+        expires_in: timedelta = timedelta(hours=1),
+        start: datetime | None = None,
+    ) -> str:
         """A service SAS for one queue."""
         now = datetime.now(UTC)
         return generate_queue_sas(
-            ACCOUNT, queue, ACCOUNT_KEY,
+            ACCOUNT,
+            queue,
+            ACCOUNT_KEY,
             permission=QueueSasPermissions(add=add, read=read),
             expiry=now + expires_in,
             start=start if start is not None else now - timedelta(minutes=5),
@@ -139,7 +148,8 @@ class Azurite:
         """An account SAS for the queue service, valid for every queue."""
         now = datetime.now(UTC)
         return generate_account_sas(
-            ACCOUNT, ACCOUNT_KEY,
+            ACCOUNT,
+            ACCOUNT_KEY,
             resource_types=ResourceTypes(service=True, container=True, object=True),
             permission=AccountSasPermissions(add=add, read=True),
             expiry=now + expires_in,
@@ -150,11 +160,15 @@ class Azurite:
 def start_azurite(attempts: int = 3) -> Azurite:
     """Start ``azurite-queue`` on a free loopback port, in memory, and wait until it listens."""
     if shutil.which("node") is None:
-        missing("Node.js (node) is needed to run Azurite for the StorageQueue tests and is not on PATH: "
-                "install Node.js 20 or later with npm, then run `make test` (it runs `npm ci`)")
+        missing(
+            "Node.js (node) is needed to run Azurite for the StorageQueue tests and is not on PATH: "
+            "install Node.js 20 or later with npm, then run `make test` (it runs `npm ci`)"
+        )
     if not AZURITE_QUEUE.exists():
-        missing(f"Azurite is needed for the StorageQueue tests and {AZURITE_QUEUE} does not exist: "
-                f"run `npm ci --no-audit --no-fund` in {REPO} (`make test` does it)")
+        missing(
+            f"Azurite is needed for the StorageQueue tests and {AZURITE_QUEUE} does not exist: "
+            f"run `npm ci --no-audit --no-fund` in {REPO} (`make test` does it)"
+        )
     problems = []
     for _ in range(attempts):
         try:
@@ -167,8 +181,17 @@ def start_azurite(attempts: int = 3) -> Azurite:
 def _start_once(port: int) -> Azurite:
     workspace = Path(tempfile.mkdtemp(prefix="azurite-"))
     process = subprocess.Popen(
-        [str(AZURITE_QUEUE), "--queueHost", "127.0.0.1", "--queuePort", str(port), "--inMemoryPersistence",
-         "--skipApiVersionCheck", "--disableTelemetry", "--loose"],
+        [
+            str(AZURITE_QUEUE),
+            "--queueHost",
+            "127.0.0.1",
+            "--queuePort",
+            str(port),
+            "--inMemoryPersistence",
+            "--skipApiVersionCheck",
+            "--disableTelemetry",
+            "--loose",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

@@ -162,8 +162,17 @@ def server(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     """A running HTTPS server (self-signed certificate) on the backend's store."""
     data_dir = tmp_path_factory.mktemp("data")
     process = ServerProcess(
-        ["--port", "0", "--https", "--data-dir", str(data_dir), "--database-url", backend.database_url,
-         "--log-level", "warning"]
+        [
+            "--port",
+            "0",
+            "--https",
+            "--data-dir",
+            str(data_dir),
+            "--database-url",
+            backend.database_url,
+            "--log-level",
+            "warning",
+        ]
     ).start()
     try:
         yield process

@@ -146,9 +146,17 @@ class TargetServer:
 
     # -- behaviour ---------------------------------------------------------------------------------
 
-    def respond(self, path: str, status: int = 200, body: bytes | str = b"ok", delay: float = 0.0,
-                fail_first: int = 0, fail_status: int = 500, fail_body: bytes | str = b"failing on purpose",
-                headers: dict[str, str] | None = None) -> None:
+    def respond(
+        self,
+        path: str,
+        status: int = 200,
+        body: bytes | str = b"ok",
+        delay: float = 0.0,
+        fail_first: int = 0,
+        fail_status: int = 500,
+        fail_body: bytes | str = b"failing on purpose",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         """How to answer ``path`` from now on."""
         with self._lock:
             self.answers[path] = Answer(

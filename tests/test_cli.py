@@ -126,8 +126,9 @@ def test_https_generates_a_certificate_once_and_reuses_it(started, tmp_path: Pat
     generated = first.cert_path.read_bytes()
     create_collection(first, Names())
     with pytest.raises(httpx.ConnectError):  # an untrusting client refuses the self-signed certificate
-        httpx.get(first.url + "/subscriptions/s/providers/Microsoft.Scheduler/jobCollections",
-                  params={"api-version": API})
+        httpx.get(
+            first.url + "/subscriptions/s/providers/Microsoft.Scheduler/jobCollections", params={"api-version": API}
+        )
     first.stop()
     second = started("--port", "0", "--https", "--data-dir", str(tmp_path))
     assert second.cert_path is not None and second.cert_path.read_bytes() == generated
@@ -139,8 +140,12 @@ def _write_certificate(directory: Path) -> tuple[Path, Path, x509.Certificate]:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "operator-cert")])
     now = datetime.now(UTC)
     certificate = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=1))
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=1))
         .not_valid_after(now + timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
         .sign(key, hashes.SHA256())
@@ -178,7 +183,10 @@ def test_log_level_controls_the_access_log(started, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--in-memory", "--database-url", "sqlite:////tmp/x.db"], "--in-memory and --database-url cannot be used together"),
+        (
+            ["--in-memory", "--database-url", "sqlite:////tmp/x.db"],
+            "--in-memory and --database-url cannot be used together",
+        ),
         (["--cert", "/tmp/c.pem"], "--cert and --key must be given together"),
         (["--key", "/tmp/k.pem"], "--cert and --key must be given together"),
         (["--port", "70000"], "--port"),

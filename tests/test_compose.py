@@ -22,8 +22,12 @@ COMPOSE_FILE = REPO / "docker-compose.yml"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PROFILES = ("postgres", "servicebus")  # the ones the README documents; all must exist and validate
 IGNORED_ENVIRONMENT = (
-    "SCHEDULER_IMAGE", "SERVICEBUS_IMAGE", "SERVICEBUS_SQL_IMAGE",
-    "COMPOSE_FILE", "COMPOSE_PROFILES", "COMPOSE_PROJECT_NAME",
+    "SCHEDULER_IMAGE",
+    "SERVICEBUS_IMAGE",
+    "SERVICEBUS_SQL_IMAGE",
+    "COMPOSE_FILE",
+    "COMPOSE_PROFILES",
+    "COMPOSE_PROJECT_NAME",
 )
 
 
@@ -161,9 +165,10 @@ def test_postgres_profile_runs_an_emulator_on_postgresql() -> None:
     assert "@postgres:5432/" in environment(scheduler)["SCHEDULER_DATABASE_URL"]
     # Both emulators can run at once: different host ports.
     assert published_ports(scheduler) == {7480: 7481}
-    assert environment(scheduler)["SCHEDULER_STORAGE_ENDPOINTS"] == environment(services["scheduler"])[
-        "SCHEDULER_STORAGE_ENDPOINTS"
-    ]
+    assert (
+        environment(scheduler)["SCHEDULER_STORAGE_ENDPOINTS"]
+        == environment(services["scheduler"])["SCHEDULER_STORAGE_ENDPOINTS"]
+    )
 
 
 def test_servicebus_profile_is_wired_through_the_endpoint_mapping() -> None:

@@ -40,11 +40,15 @@ class Settings(BaseSettings):
     )
     dispatcher: bool = Field(True, description="Run the dispatcher that fires jobs (off: API only).")
     min_retry_interval: float = Field(
-        15.0, gt=0, le=15.0,
+        15.0,
+        gt=0,
+        le=15.0,
         description="Shortest retryInterval (seconds) a Standard/Premium job may ask for; lower it for fast tests.",
     )
     action_timeout: float = Field(60.0, gt=0, le=60.0, description="Seconds an action may take before it fails.")
-    poll_interval: float = Field(5.0, gt=0, description="Seconds between due-job checks when nothing wakes the dispatcher.")
+    poll_interval: float = Field(
+        5.0, gt=0, description="Seconds between due-job checks when nothing wakes the dispatcher."
+    )
     lease_seconds: float = Field(
         30.0, gt=0, description="How long a dispatcher's leases outlive its last heartbeat (then others take over)."
     )
@@ -67,7 +71,8 @@ class Settings(BaseSettings):
     )
     oauth_authority: str = Field(
         "https://login.microsoftonline.com",
-        description="Azure AD authority for ActiveDirectoryOAuth actions (tokens from {authority}/{tenant}/oauth2/token).",
+        description="Azure AD authority for ActiveDirectoryOAuth actions "
+        "(tokens from {authority}/{tenant}/oauth2/token).",
     )
     housekeeping_interval: float = Field(
         300.0, gt=0, description="Seconds between clean-ups of old history and finished jobs."
@@ -176,10 +181,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--finished-job-retention-days", type=float, help=describe("finished_job_retention_days"))
     parser.add_argument("--housekeeping-interval", type=float, help=describe("housekeeping_interval"))
     parser.add_argument(
-        "--storage-endpoint", action="append", metavar="ACCOUNT=URL", help=describe("storage_endpoints") + " Repeatable."
+        "--storage-endpoint",
+        action="append",
+        metavar="ACCOUNT=URL",
+        help=describe("storage_endpoints") + " Repeatable.",
     )
     parser.add_argument(
-        "--servicebus-endpoint", action="append", metavar="NAMESPACE=ENDPOINT",
+        "--servicebus-endpoint",
+        action="append",
+        metavar="NAMESPACE=ENDPOINT",
         help=describe("servicebus_endpoints") + " Repeatable.",
     )
     parser.add_argument("--oauth-authority", help=describe("oauth_authority"))

@@ -13,32 +13,43 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.occurrences = Counter(
-            "scheduler_occurrences_fired", "Occurrences the dispatcher started (scheduled or run on request).",
+            "scheduler_occurrences_fired",
+            "Occurrences the dispatcher started (scheduled or run on request).",
             registry=self.registry,
         )
         self.attempts = Counter(
-            "scheduler_attempts", "Action attempts by action type, main or error action, and outcome.",
-            ["action_type", "action", "outcome"], registry=self.registry,
+            "scheduler_attempts",
+            "Action attempts by action type, main or error action, and outcome.",
+            ["action_type", "action", "outcome"],
+            registry=self.registry,
         )
         self.lag = Histogram(
-            "scheduler_firing_lag_seconds", "Delay between an occurrence's expected time and its first attempt.",
-            buckets=LAG_BUCKETS, registry=self.registry,
+            "scheduler_firing_lag_seconds",
+            "Delay between an occurrence's expected time and its first attempt.",
+            buckets=LAG_BUCKETS,
+            registry=self.registry,
         )
         self.in_flight = Gauge(
-            "scheduler_occurrences_in_flight", "Occurrences executing or waiting to retry in this process.",
+            "scheduler_occurrences_in_flight",
+            "Occurrences executing or waiting to retry in this process.",
             registry=self.registry,
         )
         self.backlog = Gauge(
-            "scheduler_due_backlog", "Jobs due now but not yet claimed by a dispatcher (measured at scrape time).",
+            "scheduler_due_backlog",
+            "Jobs due now but not yet claimed by a dispatcher (measured at scrape time).",
             registry=self.registry,
         )
         self.requests = Counter(
-            "scheduler_api_requests", "API requests by route template, method and status code.",
-            ["route", "method", "status"], registry=self.registry,
+            "scheduler_api_requests",
+            "API requests by route template, method and status code.",
+            ["route", "method", "status"],
+            registry=self.registry,
         )
         self.request_seconds = Histogram(
-            "scheduler_api_request_duration_seconds", "API request durations by route template.",
-            ["route"], registry=self.registry,
+            "scheduler_api_request_duration_seconds",
+            "API request durations by route template.",
+            ["route"],
+            registry=self.registry,
         )
 
     def render(self) -> bytes:

@@ -132,7 +132,10 @@ def future(days: float = 7) -> str:
 
 
 def http_action(
-    uri: str = LOOPBACK_URI, method: str = "GET", *, retryPolicy: dict[str, Any] | None = None,  # noqa: N803
+    uri: str = LOOPBACK_URI,
+    method: str = "GET",
+    *,
+    retryPolicy: dict[str, Any] | None = None,  # noqa: N803
     **request: Any,
 ) -> dict[str, Any]:
     """An Http action; keyword arguments other than ``retryPolicy`` go into its ``request``."""

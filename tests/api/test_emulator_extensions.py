@@ -9,10 +9,15 @@ PREVIEW = "/_emulator/recurrence/preview"
 
 
 def test_preview_follows_the_past_start_rule_of_the_docs(http) -> None:
-    response = http.post(PREVIEW, json={
-        "startTime": "2015-04-07T14:00:00Z", "recurrence": {"frequency": "Day", "interval": 2},
-        "now": "2015-04-08T13:00:00Z", "count": 3,
-    })
+    response = http.post(
+        PREVIEW,
+        json={
+            "startTime": "2015-04-07T14:00:00Z",
+            "recurrence": {"frequency": "Day", "interval": 2},
+            "now": "2015-04-08T13:00:00Z",
+            "count": 3,
+        },
+    )
     assert response.status_code == 200
     assert response.json() == {
         "occurrences": ["2015-04-09T14:00:00Z", "2015-04-11T14:00:00Z", "2015-04-13T14:00:00Z"],
@@ -21,10 +26,14 @@ def test_preview_follows_the_past_start_rule_of_the_docs(http) -> None:
 
 
 def test_preview_reports_a_complete_finite_series(http) -> None:
-    response = http.post(PREVIEW, json={
-        "startTime": "2030-01-01T08:00:00-08:00", "now": "2029-12-31T00:00:00Z",
-        "recurrence": {"frequency": "Week", "count": 3, "schedule": {"weekDays": ["Monday"], "hours": [9]}},
-    })
+    response = http.post(
+        PREVIEW,
+        json={
+            "startTime": "2030-01-01T08:00:00-08:00",
+            "now": "2029-12-31T00:00:00Z",
+            "recurrence": {"frequency": "Week", "count": 3, "schedule": {"weekDays": ["Monday"], "hours": [9]}},
+        },
+    )
     assert response.status_code == 200
     # 2030-01-01 is a Tuesday; Mondays at 09:00 in -08:00 are 17:00 UTC.
     assert response.json() == {
@@ -54,8 +63,10 @@ def test_preview_defaults_to_ten_occurrences_from_now(http) -> None:
         ({"recurrence": {"frequency": "Hour", "schedule": {"minutes": [60]}}}, "recurrence.schedule.minutes[0]"),
         ({"recurrence": {"frequency": "Hour"}, "count": 1001}, "count"),
         ({"recurrence": {"frequency": "Hour"}, "count": 0}, "count"),
-        ({"recurrence": {"frequency": "Hour", "endTime": "2020-01-01T00:00:00Z"}, "now": "2021-01-01T00:00:00Z"},
-         "recurrence.endTime"),
+        (
+            {"recurrence": {"frequency": "Hour", "endTime": "2020-01-01T00:00:00Z"}, "now": "2021-01-01T00:00:00Z"},
+            "recurrence.endTime",
+        ),
         ({"startTime": "2040-01-01T00:00:00Z", "now": "2030-01-01T00:00:00Z"}, "startTime"),
         ({"startTime": "yesterday"}, "startTime"),
     ],

@@ -69,8 +69,9 @@ def test_history_lists_newest_first(http, names, job):
     body = expect_ok(get(http, history_path(names)))
     assert "nextLink" not in body
     assert [entry["name"].rsplit("/", 1)[1] for entry in body["value"]] == list(reversed(job))
-    assert [entry["properties"]["message"] for entry in body["value"]] == \
-        [f"entry {i}: {s}" for i, s in reversed(list(enumerate(STATUSES)))]
+    assert [entry["properties"]["message"] for entry in body["value"]] == [
+        f"entry {i}: {s}" for i, s in reversed(list(enumerate(STATUSES)))
+    ]
     # history ids sort newest first as text
     ids = [entry["name"].rsplit("/", 1)[1] for entry in body["value"]]
     assert ids == sorted(ids)
@@ -129,8 +130,11 @@ def test_history_pages_with_absolute_next_links(http, server, names, job):
 def test_next_link_follows_the_requests_host(http, names, job):
     response = get(http, history_path(names), **{"$top": "2"})
     assert response.status_code == 200
-    proxied = http.get(history_path(names), params={"api-version": "2016-03-01", "$top": "2"},
-                       headers={"host": "scheduler.example.test:8443"})
+    proxied = http.get(
+        history_path(names),
+        params={"api-version": "2016-03-01", "$top": "2"},
+        headers={"host": "scheduler.example.test:8443"},
+    )
     assert proxied.status_code == 200, proxied.text
     assert proxied.json()["nextLink"].startswith("https://scheduler.example.test:8443" + history_path(names) + "?")
 
@@ -144,8 +148,11 @@ def test_history_filters_by_status(http, names, job):
     assert statuses("status eq 'completed'") == ["Completed"] * 3
     assert statuses("status eq 'Postponed'") == ["Postponed"]
     failed, links = list_all(http, history_path(names), **{"$filter": "status eq 'Failed'", "$top": "2"})
-    assert [entry["properties"]["message"] for entry in failed] == ["entry 5: Failed", "entry 2: Failed",
-                                                                     "entry 1: Failed"]
+    assert [entry["properties"]["message"] for entry in failed] == [
+        "entry 5: Failed",
+        "entry 2: Failed",
+        "entry 1: Failed",
+    ]
     assert len(links) == 1
     for bad in ("status eq 'Broken'", "state eq 'Failed'", "status eq Failed", "status gt 'Failed'"):
         with unchanged(http, history_path(names)):
@@ -194,8 +201,9 @@ def test_deleting_a_job_deletes_its_history(http, backend, names, job):
     job_id = stored_job(backend, names, "job")["id"]
     assert delete(http, names.job_path("job")).status_code == 200
     with store(backend).session() as session:
-        remaining = session.scalar(select(func.count()).select_from(JobHistoryRow)
-                                   .where(JobHistoryRow.job_id == job_id))
+        remaining = session.scalar(
+            select(func.count()).select_from(JobHistoryRow).where(JobHistoryRow.job_id == job_id)
+        )
     assert remaining == 0
     create_job(http, names, "job")  # a new job of the same name starts with no history
     assert expect_ok(get(http, history_path(names))) == {"value": []}

@@ -68,8 +68,11 @@ def test_replace_answers_200_and_replaces(http, names):
 
 def test_tags_sku_state_and_quota_are_echoed(http, names):
     quota = {"maxJobCount": 10, "maxJobOccurrence": 100, "maxRecurrence": {"frequency": "Hour", "interval": 2}}
-    body = {"location": "West Europe", "tags": {"team": "Ops", "Env": "test"},
-            "properties": {"sku": {"name": "p10premium"}, "state": "disabled", "quota": quota}}
+    body = {
+        "location": "West Europe",
+        "tags": {"team": "Ops", "Env": "test"},
+        "properties": {"sku": {"name": "p10premium"}, "state": "disabled", "quota": quota},
+    }
     created = expect_ok(put(http, names.collection_path, body), 201)
     assert created["tags"] == {"team": "Ops", "Env": "test"}
     assert created["properties"] == {"sku": {"name": "p10premium"}, "state": "disabled", "quota": quota}
@@ -78,13 +81,14 @@ def test_tags_sku_state_and_quota_are_echoed(http, names):
 
 
 def test_explicit_nulls_are_taken_as_omitted(http, names):
-    body = {"location": "westus", "tags": None,
-            "properties": {"sku": None, "state": None, "quota": None}}
+    body = {"location": "westus", "tags": None, "properties": {"sku": None, "state": None, "quota": None}}
     created = expect_ok(put(http, names.collection_path, body), 201)
     assert created["properties"] == {"sku": {"name": "Standard"}, "state": "Enabled"}
     assert "tags" not in created
-    body["properties"] = {"sku": {"name": "Standard"}, "quota": {"maxJobCount": 5, "maxJobOccurrence": None,
-                                                                 "maxRecurrence": None}}
+    body["properties"] = {
+        "sku": {"name": "Standard"},
+        "quota": {"maxJobCount": 5, "maxJobOccurrence": None, "maxRecurrence": None},
+    }
     replaced = expect_ok(put(http, names.collection_path, body))
     assert replaced["properties"]["quota"] == {"maxJobCount": 5}
     assert expect_ok(get(http, names.collection_path)) == replaced
@@ -120,14 +124,19 @@ def test_location_is_normalised_when_known_and_kept_otherwise(http, names, sent,
         ({"location": "westus", "properties": {"state": "Paused"}}, "properties.state"),
         ({"location": "westus", "properties": {"quota": {"maxJobCount": 0}}}, "properties.quota.maxJobCount"),
         ({"location": "westus", "properties": {"quota": {"maxJobCount": "many"}}}, "properties.quota.maxJobCount"),
-        ({"location": "westus", "properties": {"quota": {"maxJobOccurrence": 0}}},
-         "properties.quota.maxJobOccurrence"),
-        ({"location": "westus", "properties": {"quota": {"maxRecurrence": {"interval": 1}}}},
-         "properties.quota.maxRecurrence.frequency"),
-        ({"location": "westus", "properties": {"quota": {"maxRecurrence": {"frequency": "Year"}}}},
-         "properties.quota.maxRecurrence.frequency"),
-        ({"location": "westus", "properties": {"quota": {"maxRecurrence": {"frequency": "Hour", "interval": 0}}}},
-         "properties.quota.maxRecurrence.interval"),
+        ({"location": "westus", "properties": {"quota": {"maxJobOccurrence": 0}}}, "properties.quota.maxJobOccurrence"),
+        (
+            {"location": "westus", "properties": {"quota": {"maxRecurrence": {"interval": 1}}}},
+            "properties.quota.maxRecurrence.frequency",
+        ),
+        (
+            {"location": "westus", "properties": {"quota": {"maxRecurrence": {"frequency": "Year"}}}},
+            "properties.quota.maxRecurrence.frequency",
+        ),
+        (
+            {"location": "westus", "properties": {"quota": {"maxRecurrence": {"frequency": "Hour", "interval": 0}}}},
+            "properties.quota.maxRecurrence.interval",
+        ),
     ],
 )
 def test_invalid_collection_is_refused_with_the_field_path(http, names, body, target):
@@ -176,10 +185,18 @@ def test_patch_of_missing_collection_is_404_and_creates_nothing(http, names):
 def test_rejected_patch_changes_nothing(http, names):
     create_collection(http, names, tags={"a": "1"}, quota={"maxJobCount": 10})
     with unchanged(http, names.collection_path):
-        assert_arm_error(patch(http, names.collection_path, {"properties": {"sku": {"name": "Gold"}}}),
-                         400, "BadRequest", "properties.sku.name")
-        assert_arm_error(patch(http, names.collection_path, {"properties": {"quota": {"maxJobCount": 51}}}),
-                         400, "BadRequest", "properties.quota.maxJobCount")
+        assert_arm_error(
+            patch(http, names.collection_path, {"properties": {"sku": {"name": "Gold"}}}),
+            400,
+            "BadRequest",
+            "properties.sku.name",
+        )
+        assert_arm_error(
+            patch(http, names.collection_path, {"properties": {"quota": {"maxJobCount": 51}}}),
+            400,
+            "BadRequest",
+            "properties.quota.maxJobCount",
+        )
         assert_arm_error(patch(http, names.collection_path, {"location": None}), 400, "BadRequest", "location")
 
 
@@ -198,8 +215,9 @@ def test_rejected_patch_changes_nothing(http, names):
 )
 def test_quota_may_not_loosen_the_plan(http, names, sku, quota, target):
     with unchanged(http, names.collection_path):
-        assert_arm_error(put(http, names.collection_path, collection_body(sku=sku, quota=quota)), 400,
-                         "BadRequest", target)
+        assert_arm_error(
+            put(http, names.collection_path, collection_body(sku=sku, quota=quota)), 400, "BadRequest", target
+        )
 
 
 @pytest.mark.parametrize(
@@ -231,14 +249,18 @@ def test_quota_job_count_limits_jobs(http, names):
 def test_only_one_free_collection_per_subscription(http, names):
     create_collection(http, names, sku="Free")
     second = Names(subscription=names.subscription)
-    with unchanged(http, second.collection_path, f"/subscriptions/{names.subscription}/providers/"
-                   "Microsoft.Scheduler/jobCollections"):
+    with unchanged(
+        http,
+        second.collection_path,
+        f"/subscriptions/{names.subscription}/providers/Microsoft.Scheduler/jobCollections",
+    ):
         assert_arm_error(put(http, second.collection_path, collection_body(sku="free")), 409, "Conflict")
     # A Standard one may not become Free either; the existing Free one may be replaced.
     create_collection(http, second, sku="Standard")
     with unchanged(http, second.collection_path):
-        assert_arm_error(patch(http, second.collection_path, {"properties": {"sku": {"name": "Free"}}}),
-                         409, "Conflict")
+        assert_arm_error(
+            patch(http, second.collection_path, {"properties": {"sku": {"name": "Free"}}}), 409, "Conflict"
+        )
     assert put(http, names.collection_path, collection_body(sku="Free", tags={"x": "y"})).status_code == 200
     # Another subscription has its own Free collection.
     create_collection(http, Names(), sku="Free")
@@ -267,14 +289,18 @@ def test_free_collection_refuses_recurrence_more_than_hourly(http, names, recurr
     with unchanged(http, names.job_path("job"), names.job_path("existing")):
         assert_arm_error(put(http, names.job_path("job"), job_body(recurrence=recurrence)), 409, "Conflict")
         assert_arm_error(put(http, names.job_path("existing"), job_body(recurrence=recurrence)), 409, "Conflict")
-        assert_arm_error(patch(http, names.job_path("existing"), {"properties": {"recurrence": recurrence}}),
-                         409, "Conflict")
+        assert_arm_error(
+            patch(http, names.job_path("existing"), {"properties": {"recurrence": recurrence}}), 409, "Conflict"
+        )
 
 
 @pytest.mark.parametrize(
     "recurrence",
-    [{"frequency": "Minute", "interval": 60}, {"frequency": "Hour", "interval": 1},
-     {"frequency": "Day", "schedule": {"hours": [1, 2, 3]}}],
+    [
+        {"frequency": "Minute", "interval": 60},
+        {"frequency": "Hour", "interval": 1},
+        {"frequency": "Day", "schedule": {"hours": [1, 2, 3]}},
+    ],
 )
 def test_free_collection_accepts_hourly_or_slower(http, names, recurrence):
     create_collection(http, names, sku="Free")
@@ -286,8 +312,12 @@ def test_free_collection_needs_retry_interval_of_an_hour(http, names, interval):
     create_collection(http, names, sku="Free")
     action = http_action(retryPolicy={"retryType": "Fixed", "retryInterval": interval, "retryCount": 2})
     with unchanged(http, names.job_path("job")):
-        assert_arm_error(put(http, names.job_path("job"), job_body(action=action)), 400, "BadRequest",
-                         "properties.action.retryPolicy.retryInterval")
+        assert_arm_error(
+            put(http, names.job_path("job"), job_body(action=action)),
+            400,
+            "BadRequest",
+            "properties.action.retryPolicy.retryInterval",
+        )
     for accepted in ("PT1H", "01:00:00", "P1D"):
         action["retryPolicy"]["retryInterval"] = accepted
         assert put(http, names.job_path("job"), job_body(action=action)).status_code in (200, 201)
@@ -314,10 +344,11 @@ def test_free_collection_refuses_authentication(http, names, authentication):
     ("job", "reason"),
     [
         (job_body(recurrence={"frequency": "Minute", "interval": 5}), "too frequent"),
-        (job_body(action=http_action(authentication={"type": "Basic", "username": "u", "password": "p"})),
-         "authentication"),
-        (job_body(action=http_action(retryPolicy={"retryType": "Fixed", "retryInterval": "PT30S"})),
-         "retry interval"),
+        (
+            job_body(action=http_action(authentication={"type": "Basic", "username": "u", "password": "p"})),
+            "authentication",
+        ),
+        (job_body(action=http_action(retryPolicy={"retryType": "Fixed", "retryInterval": "PT30S"})), "retry interval"),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )
@@ -325,8 +356,7 @@ def test_change_to_free_refused_when_jobs_break_its_rules(http, names, job, reas
     create_collection(http, names, sku="Standard")
     create_job(http, names, "job", job)
     with unchanged(http, names.collection_path, names.job_path("job")):
-        assert_arm_error(patch(http, names.collection_path, {"properties": {"sku": {"name": "Free"}}}),
-                         409, "Conflict")
+        assert_arm_error(patch(http, names.collection_path, {"properties": {"sku": {"name": "Free"}}}), 409, "Conflict")
         assert_arm_error(put(http, names.collection_path, collection_body(sku="Free")), 409, "Conflict")
 
 
@@ -335,8 +365,7 @@ def test_change_to_free_refused_with_more_than_five_jobs(http, names):
     for index in range(6):
         create_job(http, names, f"job{index}")
     with unchanged(http, names.collection_path, names.collection_path + "/jobs"):
-        assert_arm_error(patch(http, names.collection_path, {"properties": {"sku": {"name": "Free"}}}),
-                         409, "Conflict")
+        assert_arm_error(patch(http, names.collection_path, {"properties": {"sku": {"name": "Free"}}}), 409, "Conflict")
 
 
 def test_change_to_free_accepted_when_jobs_fit(http, names):
@@ -351,10 +380,18 @@ def test_tightening_quota_refused_when_jobs_break_it(http, names):
     create_job(http, names, "a")
     create_job(http, names, "b", job_body(recurrence={"frequency": "Minute", "interval": 10}))
     with unchanged(http, names.collection_path):
-        assert_arm_error(patch(http, names.collection_path, {"properties": {"quota": {"maxJobCount": 1}}}),
-                         409, "Conflict")
-        assert_arm_error(patch(http, names.collection_path, {"properties": {"quota": {
-            "maxRecurrence": {"frequency": "Hour", "interval": 1}}}}), 409, "Conflict")
+        assert_arm_error(
+            patch(http, names.collection_path, {"properties": {"quota": {"maxJobCount": 1}}}), 409, "Conflict"
+        )
+        assert_arm_error(
+            patch(
+                http,
+                names.collection_path,
+                {"properties": {"quota": {"maxRecurrence": {"frequency": "Hour", "interval": 1}}}},
+            ),
+            409,
+            "Conflict",
+        )
 
 
 # ------------------------------------------------------------------------------------- enable / disable
@@ -400,9 +437,21 @@ def test_delete_removes_the_collection_its_jobs_and_their_history(http, backend,
     job_id = stored_job(backend, names, "job")["id"]
     with store(backend).session() as session:
         now = datetime.now(UTC)
-        repository.record_history(session, job_id, JobHistoryRow(
-            history_id=history_id(now), start_time=now, end_time=now, expected_execution_time=now,
-            action_name="MainAction", status="Completed", message="OK", retry_count=0, repeat_count=1))
+        repository.record_history(
+            session,
+            job_id,
+            JobHistoryRow(
+                history_id=history_id(now),
+                start_time=now,
+                end_time=now,
+                expected_execution_time=now,
+                action_name="MainAction",
+                status="Completed",
+                message="OK",
+                retry_count=0,
+                repeat_count=1,
+            ),
+        )
     assert len(expect_ok(get(http, names.job_path("job") + "/history"))["value"]) == 1
 
     response = delete(http, names.collection_path)
@@ -411,8 +460,9 @@ def test_delete_removes_the_collection_its_jobs_and_their_history(http, backend,
     assert_arm_error(get(http, names.job_path("job")), 404, "ResourceNotFound")
     with store(backend).session() as session:
         assert session.scalar(select(func.count()).select_from(JobRow).where(JobRow.id == job_id)) == 0
-        assert session.scalar(
-            select(func.count()).select_from(JobHistoryRow).where(JobHistoryRow.job_id == job_id)) == 0
+        assert (
+            session.scalar(select(func.count()).select_from(JobHistoryRow).where(JobHistoryRow.job_id == job_id)) == 0
+        )
 
     create_collection(http, names)  # the name is free again, and nothing of the old one comes back
     assert expect_ok(get(http, names.collection_path + "/jobs")) == {"value": []}
@@ -455,8 +505,9 @@ def test_list_by_subscription_and_resource_group_with_paging(http, server, names
 
 
 def test_same_names_in_other_resource_groups_and_subscriptions_are_other_collections(http, names):
-    same_rg_name = Names(subscription=names.subscription, resource_group=names.resource_group.upper() + "-2",
-                         collection=names.collection)
+    same_rg_name = Names(
+        subscription=names.subscription, resource_group=names.resource_group.upper() + "-2", collection=names.collection
+    )
     other_subscription = Names(resource_group=names.resource_group, collection=names.collection)
     create_collection(http, names, location="westus")
     create_collection(http, same_rg_name, location="eastus")
@@ -472,8 +523,9 @@ def test_same_names_in_other_resource_groups_and_subscriptions_are_other_collect
 
 def test_empty_lists_have_no_next_link(http, names):
     assert expect_ok(get(http, names.rg_path + "/jobCollections")) == {"value": []}
-    assert expect_ok(get(http, f"/subscriptions/{names.subscription}/providers/Microsoft.Scheduler/jobCollections")) \
-        == {"value": []}
+    assert expect_ok(
+        get(http, f"/subscriptions/{names.subscription}/providers/Microsoft.Scheduler/jobCollections")
+    ) == {"value": []}
 
 
 @pytest.mark.parametrize(("param", "value"), [("$top", "0"), ("$top", "101"), ("$top", "ten"), ("$skip", "-1")])

@@ -66,8 +66,13 @@ def test_every_accepted_api_version_works(http, names, version):
     assert created.status_code == 201, created.text
     job = call(http, "PUT", names.job_path("job"), job_body(), api_version=version)
     assert job.status_code == 201, job.text
-    for path in (names.collection_path, names.job_path("job"), names.job_path("job") + "/history",
-                 names.collection_path + "/jobs", names.rg_path + "/jobCollections"):
+    for path in (
+        names.collection_path,
+        names.job_path("job"),
+        names.job_path("job") + "/history",
+        names.collection_path + "/jobs",
+        names.rg_path + "/jobCollections",
+    ):
         response = call(http, "GET", path, api_version=version)
         assert response.status_code == 200, (path, response.text)
     assert call(http, "DELETE", names.collection_path, api_version=version).status_code == 200

@@ -34,8 +34,17 @@ def start(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     def start_server(*args: str, database: Path | None = None) -> ServerProcess:
         db = database or tmp_path / "scheduler.db"
         server = ServerProcess(
-            ["--port", "0", "--data-dir", str(tmp_path), "--database-url", f"sqlite:///{db}",
-             "--min-retry-interval", "1", *args]
+            [
+                "--port",
+                "0",
+                "--data-dir",
+                str(tmp_path),
+                "--database-url",
+                f"sqlite:///{db}",
+                "--min-retry-interval",
+                "1",
+                *args,
+            ]
         ).start()
         servers.append(server)
         return server
@@ -85,8 +94,16 @@ def test_action_timeout_fails_a_slow_attempt(start, target: TargetServer) -> Non
     target.respond("/slow", delay=3)
     names = Names()
     with server.client() as client:
-        _create(client, names, "slow", {"type": "Http", "request": {"uri": target.url("/slow"), "method": "GET"},
-                                        "retryPolicy": {"retryType": "None"}})
+        _create(
+            client,
+            names,
+            "slow",
+            {
+                "type": "Http",
+                "request": {"uri": target.url("/slow"), "method": "GET"},
+                "retryPolicy": {"retryType": "None"},
+            },
+        )
         _wait(lambda: len(_history(client, names, "slow")) == 1, 10, "the timed-out attempt")
         entry = _history(client, names, "slow")[0]
     assert entry["status"] == "Failed"
@@ -100,10 +117,21 @@ def test_history_keeps_at_most_the_configured_entries(start, target: TargetServe
     server = start("--history-max-entries", "3")
     names = Names()
     with server.client() as client:
-        _create(client, names, "noisy", {"type": "Http", "request": {"uri": target.url("/fail"), "method": "GET"},
-                                         "retryPolicy": {"retryType": "Fixed", "retryCount": 5, "retryInterval": "PT1S"}})
-        _wait(lambda: client.get(names.job_path("noisy"), params=PARAMS).json()["properties"]["state"] == "Faulted",
-              20, "the job to fault")
+        _create(
+            client,
+            names,
+            "noisy",
+            {
+                "type": "Http",
+                "request": {"uri": target.url("/fail"), "method": "GET"},
+                "retryPolicy": {"retryType": "Fixed", "retryCount": 5, "retryInterval": "PT1S"},
+            },
+        )
+        _wait(
+            lambda: client.get(names.job_path("noisy"), params=PARAMS).json()["properties"]["state"] == "Faulted",
+            20,
+            "the job to fault",
+        )
         entries = _history(client, names, "noisy")
         job = client.get(names.job_path("noisy"), params=PARAMS).json()
     assert len(target.requests("/fail")) == 6
@@ -113,19 +141,36 @@ def test_history_keeps_at_most_the_configured_entries(start, target: TargetServe
 
 def test_old_history_and_finished_jobs_are_removed(start, target: TargetServer) -> None:
     # 0.00005 days is about 4.3 seconds.
-    server = start("--history-max-age-days", "0.00005", "--finished-job-retention-days", "0.00005",
-                   "--housekeeping-interval", "0.5", "--poll-interval", "0.5")
+    server = start(
+        "--history-max-age-days",
+        "0.00005",
+        "--finished-job-retention-days",
+        "0.00005",
+        "--housekeeping-interval",
+        "0.5",
+        "--poll-interval",
+        "0.5",
+    )
     names = Names()
     future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     with server.client() as client:
         _create(client, names, "done", {"type": "Http", "request": {"uri": target.url("/a"), "method": "GET"}})
-        _create(client, names, "recurring", {"type": "Http", "request": {"uri": target.url("/b"), "method": "GET"}},
-                startTime=future, recurrence={"frequency": "Day"})
+        _create(
+            client,
+            names,
+            "recurring",
+            {"type": "Http", "request": {"uri": target.url("/b"), "method": "GET"}},
+            startTime=future,
+            recurrence={"frequency": "Day"},
+        )
         assert client.post(names.job_path("recurring") + "/run", params=PARAMS).status_code == 200
         _wait(lambda: len(_history(client, names, "recurring")) == 1, 10, "the manual run's history")
         assert client.get(names.job_path("done"), params=PARAMS).json()["properties"]["state"] == "Completed"
-        _wait(lambda: client.get(names.job_path("done"), params=PARAMS).status_code == 404, 15,
-              "the completed job to be removed")
+        _wait(
+            lambda: client.get(names.job_path("done"), params=PARAMS).status_code == 404,
+            15,
+            "the completed job to be removed",
+        )
         _wait(lambda: _history(client, names, "recurring") == [], 15, "the old history entry to be removed")
         job = client.get(names.job_path("recurring"), params=PARAMS)
     assert job.status_code == 200  # an active job is never removed
@@ -136,8 +181,13 @@ def test_poll_interval_finds_work_nobody_announced(start, target: TargetServer, 
     server = start("--poll-interval", "1")
     names = Names()
     with server.client() as client:
-        _create(client, names, "later", {"type": "Http", "request": {"uri": target.url("/later"), "method": "GET"}},
-                startTime=(datetime.now(UTC) + timedelta(days=1)).isoformat())
+        _create(
+            client,
+            names,
+            "later",
+            {"type": "Http", "request": {"uri": target.url("/later"), "method": "GET"}},
+            startTime=(datetime.now(UTC) + timedelta(days=1)).isoformat(),
+        )
     time.sleep(1.5)  # the dispatcher is now asleep until the next poll
     database = Database(f"sqlite:///{tmp_path / 'scheduler.db'}")
     try:
@@ -154,8 +204,16 @@ def test_a_crashed_dispatchers_occurrence_is_taken_over_after_its_lease(start, t
     first = start("--lease-seconds", "2")
     names = Names()
     with first.client() as client:
-        _create(client, names, "inflight", {"type": "Http", "request": {"uri": target.url("/slow"), "method": "POST"},
-                                            "retryPolicy": {"retryType": "None"}})
+        _create(
+            client,
+            names,
+            "inflight",
+            {
+                "type": "Http",
+                "request": {"uri": target.url("/slow"), "method": "POST"},
+                "retryPolicy": {"retryType": "None"},
+            },
+        )
     target.wait_for(1, 10, "/slow")
     assert first.process is not None
     first.process.kill()  # kill -9 while the attempt is in flight

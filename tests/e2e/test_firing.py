@@ -100,9 +100,20 @@ class Emulator:
 
     def args(self) -> list[str]:
         return [
-            "--port", "0", "--data-dir", str(self.data_dir), "--database-url", self.database_url,
-            "--log-level", "info", "--min-retry-interval", "1", "--poll-interval", "1",
-            "--action-timeout", str(ACTION_TIMEOUT),
+            "--port",
+            "0",
+            "--data-dir",
+            str(self.data_dir),
+            "--database-url",
+            self.database_url,
+            "--log-level",
+            "info",
+            "--min-retry-interval",
+            "1",
+            "--poll-interval",
+            "1",
+            "--action-timeout",
+            str(ACTION_TIMEOUT),
         ]
 
     def start(self) -> None:
@@ -119,7 +130,7 @@ class Emulator:
 
     def log_tail(self, lines: int = 40) -> str:
         """The server's latest log lines, without its access log."""
-        output = [line for line in (self.process.output if self.process else []) if "HTTP/1.1\" " not in line]
+        output = [line for line in (self.process.output if self.process else []) if 'HTTP/1.1" ' not in line]
         return "\n".join(output[-lines:])
 
     def call(self, method: str, path: str, body: Any = None, **params: str) -> httpx.Response:
@@ -153,8 +164,9 @@ class Emulator:
         page = self.ok("GET", names.job_path(job) + "/history", **{"$top": "100", **params})
         return [entry["properties"] for entry in page["value"]]
 
-    def wait_job(self, names: Names, job: str, condition: Callable[[dict[str, Any]], bool], timeout: float,
-                 what: str) -> dict[str, Any]:
+    def wait_job(
+        self, names: Names, job: str, condition: Callable[[dict[str, Any]], bool], timeout: float, what: str
+    ) -> dict[str, Any]:
         last: dict[str, Any] = {}
 
         def check() -> dict[str, Any] | None:
@@ -178,8 +190,9 @@ class Emulator:
         return wait_until(check, timeout, lambda: f"{count} history entries of {job}; have {last}")
 
 
-def http_action(target: TargetServer, path: str, method: str = "GET", retry: dict[str, Any] | None = None,
-                **request: Any) -> dict[str, Any]:
+def http_action(
+    target: TargetServer, path: str, method: str = "GET", retry: dict[str, Any] | None = None, **request: Any
+) -> dict[str, Any]:
     action: dict[str, Any] = {"type": "Http", "request": {"uri": target.url(path), "method": method, **request}}
     if retry is not None:
         action["retryPolicy"] = retry
@@ -271,25 +284,49 @@ def slow(emulator: Emulator, target: TargetServer) -> SlowScenarios:
         "dis-job": a_path("dis-job"),
         "dis-coll": a_path("dis-coll"),
     }
-    emulator.put_job(names, jobs["rec-ok"], {
-        **every_minute(start, count=2), "action": http_action(target, paths["rec-ok"], retry=NO_RETRY),
-    })
-    emulator.put_job(names, jobs["rec-faulted"], {
-        **every_minute(start, count=2),
-        "action": {
-            **http_action(target, paths["rec-faulted"], "POST", retry=NO_RETRY, body="main"),
-            "errorAction": http_action(target, paths["rec-faulted-error"], "POST", retry=NO_RETRY, body="error"),
+    emulator.put_job(
+        names,
+        jobs["rec-ok"],
+        {
+            **every_minute(start, count=2),
+            "action": http_action(target, paths["rec-ok"], retry=NO_RETRY),
         },
-    })
-    emulator.put_job(names, jobs["postponed"], {
-        **every_minute(start), "action": http_action(target, paths["postponed"], retry=fixed(3, "PT22S")),
-    })
-    emulator.put_job(names, jobs["dis-job"], {
-        **every_minute(start), "action": http_action(target, paths["dis-job"], retry=NO_RETRY),
-    })
-    emulator.put_job(disabled, jobs["dis-coll"], {
-        **every_minute(start), "action": http_action(target, paths["dis-coll"], retry=NO_RETRY),
-    })
+    )
+    emulator.put_job(
+        names,
+        jobs["rec-faulted"],
+        {
+            **every_minute(start, count=2),
+            "action": {
+                **http_action(target, paths["rec-faulted"], "POST", retry=NO_RETRY, body="main"),
+                "errorAction": http_action(target, paths["rec-faulted-error"], "POST", retry=NO_RETRY, body="error"),
+            },
+        },
+    )
+    emulator.put_job(
+        names,
+        jobs["postponed"],
+        {
+            **every_minute(start),
+            "action": http_action(target, paths["postponed"], retry=fixed(3, "PT22S")),
+        },
+    )
+    emulator.put_job(
+        names,
+        jobs["dis-job"],
+        {
+            **every_minute(start),
+            "action": http_action(target, paths["dis-job"], retry=NO_RETRY),
+        },
+    )
+    emulator.put_job(
+        disabled,
+        jobs["dis-coll"],
+        {
+            **every_minute(start),
+            "action": http_action(target, paths["dis-coll"], retry=NO_RETRY),
+        },
+    )
     assert seconds_until(start) > 0.5, "setting up the slow scenarios took too long"
     timeout = seconds_until(start) + 5
     target.wait_for(1, timeout, paths["dis-job"])
@@ -303,7 +340,9 @@ def slow(emulator: Emulator, target: TargetServer) -> SlowScenarios:
 
 
 def test_one_time_job_fires_once_with_request_and_scheduler_headers(
-    emulator: Emulator, target: TargetServer, slow: SlowScenarios  # slow: starts the minute-scale scenarios now
+    emulator: Emulator,
+    target: TargetServer,
+    slow: SlowScenarios,  # slow: starts the minute-scale scenarios now
 ) -> None:
     names = Names()
     collection = emulator.collection(names, "westus")
@@ -311,13 +350,21 @@ def test_one_time_job_fires_once_with_request_and_scheduler_headers(
     job, path = unique("once-"), a_path("hook")
     target.respond(path, 200, "hook received")
     start = whole_seconds_from_now(2)
-    created = emulator.put_job(names, job, {
-        "startTime": iso(start),
-        "action": http_action(
-            target, path, "POST", retry=NO_RETRY, body='{"hello": "world"}',
-            headers={"Content-Type": "application/json", "X-Custom-Header": "custom value"},
-        ),
-    })
+    created = emulator.put_job(
+        names,
+        job,
+        {
+            "startTime": iso(start),
+            "action": http_action(
+                target,
+                path,
+                "POST",
+                retry=NO_RETRY,
+                body='{"hello": "world"}',
+                headers={"Content-Type": "application/json", "X-Custom-Header": "custom value"},
+            ),
+        },
+    )
     assert created["properties"]["status"]["nextExecutionTime"] == iso(start)
 
     [fire] = target.wait_for(1, seconds_until(start) + 5, path)
@@ -356,12 +403,18 @@ def test_basic_authentication_arrives_as_authorization_header(emulator: Emulator
     names = Names()
     emulator.collection(names)
     job, path = unique("basic-"), a_path("basic")
-    created = emulator.put_job(names, job, {
-        "action": http_action(
-            target, path, retry=NO_RETRY,
-            authentication={"type": "Basic", "username": "scheduler-user", "password": "pa:ss word"},
-        ),
-    })
+    created = emulator.put_job(
+        names,
+        job,
+        {
+            "action": http_action(
+                target,
+                path,
+                retry=NO_RETRY,
+                authentication={"type": "Basic", "username": "scheduler-user", "password": "pa:ss word"},
+            ),
+        },
+    )
     assert "password" not in created["properties"]["action"]["request"]["authentication"]
     [fire] = target.wait_for(1, 5, path)
     token = base64.b64encode(b"scheduler-user:pa:ss word").decode()
@@ -406,13 +459,18 @@ def test_failing_target_gets_the_retries_then_the_error_action(emulator: Emulato
     long_body = "boom-" + "x" * 3000
     target.respond(main_path, 503, long_body)
     target.respond(error_path, 200, "error handled")
-    emulator.put_job(names, job, {
-        "action": {
-            **http_action(target, main_path, "POST", retry=fixed(2, "PT2S"), body="main"),
-            "errorAction": http_action(target, error_path, "PUT", retry=NO_RETRY, body="error!",
-                                       headers={"X-Error": "yes"}),
+    emulator.put_job(
+        names,
+        job,
+        {
+            "action": {
+                **http_action(target, main_path, "POST", retry=fixed(2, "PT2S"), body="main"),
+                "errorAction": http_action(
+                    target, error_path, "PUT", retry=NO_RETRY, body="error!", headers={"X-Error": "yes"}
+                ),
+            },
         },
-    })
+    )
 
     main = target.wait_for(3, 12, main_path)
     [error] = target.wait_for(1, 5, error_path)
@@ -459,12 +517,16 @@ def test_error_action_without_its_own_policy_retries_with_the_main_one(
     names = Names()
     emulator.collection(names)
     job, main_path, error_path = unique("errretry-"), a_path("main-fail"), a_path("error-fail")
-    emulator.put_job(names, job, {
-        "action": {
-            **http_action(target, main_path, retry=fixed(1, "PT1S")),
-            "errorAction": http_action(target, error_path, "DELETE"),
+    emulator.put_job(
+        names,
+        job,
+        {
+            "action": {
+                **http_action(target, main_path, retry=fixed(1, "PT1S")),
+                "errorAction": http_action(target, error_path, "DELETE"),
+            },
         },
-    })
+    )
     main = target.wait_for(2, 8, main_path)
     errors = target.wait_for(2, 8, error_path)
     assert 0.95 <= errors[1].monotonic - errors[0].monotonic <= 2.0
@@ -474,8 +536,10 @@ def test_error_action_without_its_own_policy_retries_with_the_main_one(
     assert (status["executionCount"], status["faultedCount"]) == (2, 1)
     history = emulator.history(names, job)
     assert [(e["actionName"], e["status"], e["retryCount"]) for e in history] == [
-        ("ErrorAction", "Failed", 1), ("ErrorAction", "Failed", 0),
-        ("MainAction", "Failed", 1), ("MainAction", "Failed", 0),
+        ("ErrorAction", "Failed", 1),
+        ("ErrorAction", "Failed", 0),
+        ("MainAction", "Failed", 1),
+        ("MainAction", "Failed", 0),
     ]
     time.sleep(1.5)
     assert (len(target.requests(main_path)), len(target.requests(error_path))) == (2, 2)
@@ -505,10 +569,17 @@ def test_connection_refused_is_a_failure_named_in_history(emulator: Emulator) ->
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     job = unique("refused-")
-    emulator.put_job(names, job, {
-        "action": {"type": "Http", "request": {"uri": f"http://127.0.0.1:{port}/x", "method": "GET"},
-                   "retryPolicy": NO_RETRY},
-    })
+    emulator.put_job(
+        names,
+        job,
+        {
+            "action": {
+                "type": "Http",
+                "request": {"uri": f"http://127.0.0.1:{port}/x", "method": "GET"},
+                "retryPolicy": NO_RETRY,
+            },
+        },
+    )
     done = emulator.wait_state(names, job, "Faulted")
     assert done["properties"]["status"]["failureCount"] == 1
     [entry] = emulator.history(names, job)
@@ -606,7 +677,8 @@ def test_recurring_job_fires_at_the_expected_instants(
     assert "nextExecutionTime" not in status
     history = emulator.history(slow.names, job)
     assert [(e["status"], e["repeatCount"], parse(e["expectedExecutionTime"])) for e in history] == [
-        ("Completed", 2, start + MINUTE), ("Completed", 1, start),
+        ("Completed", 2, start + MINUTE),
+        ("Completed", 1, start),
     ]
     assert len(target.requests(path)) == 2
 
@@ -624,8 +696,10 @@ def test_recurring_job_keeps_running_after_a_faulted_occurrence(
     assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (2, 2, 2)
     history = emulator.history(slow.names, job)
     assert [(e["actionName"], e["status"], e["retryCount"], e["repeatCount"]) for e in history] == [
-        ("ErrorAction", "Completed", 0, 2), ("MainAction", "Failed", 0, 2),
-        ("ErrorAction", "Completed", 0, 1), ("MainAction", "Failed", 0, 1),
+        ("ErrorAction", "Completed", 0, 2),
+        ("MainAction", "Failed", 0, 2),
+        ("ErrorAction", "Completed", 0, 1),
+        ("MainAction", "Failed", 0, 1),
     ]
     assert len(target.requests(slow.paths["rec-faulted"])) == 2
     assert len(target.requests(slow.paths["rec-faulted-error"])) == 2
@@ -642,7 +716,8 @@ def test_occurrence_due_while_the_previous_one_retries_is_postponed(
         assert all(f.expected_time == start for f in attempts), "S+60 s must not run while S is retrying"
         history = wait_until(
             lambda: (h := emulator.history(slow.names, job)) and len(h) >= 5 and h,
-            10, "4 attempts and a Postponed entry in the history",
+            10,
+            "4 attempts and a Postponed entry in the history",
         )
         postponed = [e for e in history if e["status"] == "Postponed"]
         assert len(postponed) == 1, history
@@ -650,7 +725,10 @@ def test_occurrence_due_while_the_previous_one_retries_is_postponed(
         assert parse(postponed[0]["expectedExecutionTime"]) == start + MINUTE
         assert "1 occurrence" in postponed[0]["message"], postponed[0]["message"]
         assert [(e["status"], e["retryCount"], e["repeatCount"]) for e in history if e is not postponed[0]] == [
-            ("Failed", 3, 1), ("Failed", 2, 1), ("Failed", 1, 1), ("Failed", 0, 1),
+            ("Failed", 3, 1),
+            ("Failed", 2, 1),
+            ("Failed", 1, 1),
+            ("Failed", 0, 1),
         ]
         properties = emulator.job(slow.names, job)["properties"]
         assert properties["state"] == "Enabled"
@@ -699,28 +777,51 @@ def test_restart_neither_loses_nor_repeats_nor_floods_occurrences(emulator: Emul
     now0 = whole_seconds_from_now(0)
     upcoming = now0 + timedelta(seconds=30)  # the catch-up job's next instant at creation
     jobs = {k: unique(f"rs-{k}-") for k in ("catchup", "recurring", "inflight", "once")}
-    paths = {"catchup": a_path("catchup"), "recurring": a_path("recurring"), "inflight": a_path("flaky"),
-             "once": a_path("once")}
+    paths = {
+        "catchup": a_path("catchup"),
+        "recurring": a_path("recurring"),
+        "inflight": a_path("flaky"),
+        "once": a_path("once"),
+    }
     target.respond(paths["inflight"], 200, "recovered", fail_first=10**6)
-    created = emulator.put_job(names, jobs["catchup"], {
-        **every_minute(upcoming - 10 * MINUTE), "action": http_action(target, paths["catchup"], retry=NO_RETRY),
-    })
+    created = emulator.put_job(
+        names,
+        jobs["catchup"],
+        {
+            **every_minute(upcoming - 10 * MINUTE),
+            "action": http_action(target, paths["catchup"], retry=NO_RETRY),
+        },
+    )
     assert parse(created["properties"]["status"]["nextExecutionTime"]) == upcoming, "past instants are skipped"
     recurring_start = now0 + timedelta(seconds=2)
-    emulator.put_job(names, jobs["recurring"], {
-        **every_minute(recurring_start), "action": http_action(target, paths["recurring"], retry=NO_RETRY),
-    })
-    emulator.put_job(names, jobs["inflight"], {
-        "action": http_action(target, paths["inflight"], retry=fixed(10, "PT2S")),
-    })
+    emulator.put_job(
+        names,
+        jobs["recurring"],
+        {
+            **every_minute(recurring_start),
+            "action": http_action(target, paths["recurring"], retry=NO_RETRY),
+        },
+    )
+    emulator.put_job(
+        names,
+        jobs["inflight"],
+        {
+            "action": http_action(target, paths["inflight"], retry=fixed(10, "PT2S")),
+        },
+    )
     emulator.put_job(names, jobs["once"], {"action": http_action(target, paths["once"], retry=NO_RETRY)})
 
     target.wait_for(1, 6, paths["recurring"])
     target.wait_for(1, 5, paths["once"])
     target.wait_for(1, 5, paths["inflight"])
     emulator.wait_state(names, jobs["once"], "Completed")
-    emulator.wait_job(names, jobs["recurring"], lambda j: j["properties"]["status"]["executionCount"] == 1, 5,
-                      "the recurring job's first occurrence to be recorded")
+    emulator.wait_job(
+        names,
+        jobs["recurring"],
+        lambda j: j["properties"]["status"]["executionCount"] == 1,
+        5,
+        "the recurring job's first occurrence to be recorded",
+    )
     assert seconds_until(upcoming) > 12, "the set-up took too long: the restart would not finish before the next run"
 
     fired_before = {_key(fire) for fire in target.requests()}
@@ -742,7 +843,8 @@ def test_restart_neither_loses_nor_repeats_nor_floods_occurrences(emulator: Emul
                 )
             }
             row = session.scalar(
-                select(JobRow).join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+                select(JobRow)
+                .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
                 .where(JobCollectionRow.name == names.collection, JobRow.name == jobs["catchup"])
             )
             assert row is not None and row.next_execution_time == upcoming
@@ -761,7 +863,8 @@ def test_restart_neither_loses_nor_repeats_nor_floods_occurrences(emulator: Emul
     assert late.expected_time == latest_missed
     history = emulator.wait_history(names, jobs["catchup"], 2)
     assert sorted((e["status"], e["actionName"]) for e in history) == [
-        ("Completed", "MainAction"), ("Postponed", "MainAction"),
+        ("Completed", "MainAction"),
+        ("Postponed", "MainAction"),
     ]
     [ran] = [e for e in history if e["status"] == "Completed"]
     [postponed] = [e for e in history if e["status"] == "Postponed"]
@@ -794,7 +897,8 @@ def test_restart_neither_loses_nor_repeats_nor_floods_occurrences(emulator: Emul
 
     # Nothing that had finished before the stop fired again.
     repeated = [
-        _key(fire) for fire in target.requests()[seen_before_restart:]
+        _key(fire)
+        for fire in target.requests()[seen_before_restart:]
         if _key(fire) in fired_before and _key(fire) not in unfinished
     ]
     assert not repeated, f"fired again after the restart: {repeated}"

@@ -31,8 +31,12 @@ def _certificate(common_name: str, ip: str | None = None) -> tuple[ec.EllipticCu
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.now(UTC)
     builder = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=1))
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=1))
         .not_valid_after(now + timedelta(days=2))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
     )
@@ -69,8 +73,11 @@ class MutualTlsServer:
         self.server_cert = cert
         cert_path, key_path = self.directory / "target.pem", self.directory / "target.key"
         cert_path.write_bytes(_pem(cert))
-        key_path.write_bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        key_path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_path, key_path)
         context.verify_mode = ssl.CERT_REQUIRED
@@ -138,15 +145,33 @@ def token_endpoint() -> Iterator[TargetServer]:
 
 
 @pytest.fixture(scope="module")
-def emulator(backend: Backend, tls_target: MutualTlsServer, token_endpoint: TargetServer,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def emulator(
+    backend: Backend,
+    tls_target: MutualTlsServer,
+    token_endpoint: TargetServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ServerProcess]:
     """The emulator trusting the TLS target's certificate (SSL_CERT_FILE), with a local OAuth authority."""
     data = tmp_path_factory.mktemp("auth-data")
     bundle = data / "trusted.pem"
     bundle.write_bytes(_pem(tls_target.server_cert))
     process = ServerProcess(
-        ["--port", "0", "--data-dir", str(data), "--database-url", backend.database_url, "--log-level", "warning",
-         "--min-retry-interval", "1", "--poll-interval", "1", "--oauth-authority", token_endpoint.base_url],
+        [
+            "--port",
+            "0",
+            "--data-dir",
+            str(data),
+            "--database-url",
+            backend.database_url,
+            "--log-level",
+            "warning",
+            "--min-retry-interval",
+            "1",
+            "--poll-interval",
+            "1",
+            "--oauth-authority",
+            token_endpoint.base_url,
+        ],
         env={"SSL_CERT_FILE": str(bundle)},
     ).start()
     yield process
@@ -161,8 +186,14 @@ def _collection(client: httpx.Client, names: Names) -> None:
 API_PARAMS = {"api-version": API}
 
 
-def _job(client: httpx.Client, names: Names, job: str, request: dict, retry: dict | None = None,
-         start: datetime | None = None) -> None:
+def _job(
+    client: httpx.Client,
+    names: Names,
+    job: str,
+    request: dict,
+    retry: dict | None = None,
+    start: datetime | None = None,
+) -> None:
     action: dict = {"type": "Https" if request["uri"].startswith("https") else "Http", "request": request}
     action["retryPolicy"] = retry or {"retryType": "None"}
     properties: dict = {"action": action}
@@ -186,8 +217,21 @@ def test_client_certificate_is_presented_to_a_server_that_requires_one(emulator,
     key, cert = client_cert
     with emulator.client() as client:
         _collection(client, names)
-        _job(client, names, "mtls", {"uri": tls_target.url, "method": "POST", "body": "x", "authentication": {
-            "type": "ClientCertificate", "pfx": _pfx(key, cert, "pfx-pass"), "password": "pfx-pass"}})
+        _job(
+            client,
+            names,
+            "mtls",
+            {
+                "uri": tls_target.url,
+                "method": "POST",
+                "body": "x",
+                "authentication": {
+                    "type": "ClientCertificate",
+                    "pfx": _pfx(key, cert, "pfx-pass"),
+                    "password": "pfx-pass",
+                },
+            },
+        )
         entries = _history(client, names, "mtls", 1)
         job = client.get(names.job_path("mtls"), params=API_PARAMS).json()
     assert [e["properties"]["status"] for e in entries] == ["Completed"], entries
@@ -204,8 +248,16 @@ def test_wrong_client_certificate_fails_the_attempt_and_history_says_why(emulato
     before = len(tls_target.subjects)
     with emulator.client() as client:
         _collection(client, names)
-        _job(client, names, "wrong", {"uri": tls_target.url, "method": "POST", "authentication": {
-            "type": "ClientCertificate", "pfx": _pfx(key, cert, "pw"), "password": "pw"}})
+        _job(
+            client,
+            names,
+            "wrong",
+            {
+                "uri": tls_target.url,
+                "method": "POST",
+                "authentication": {"type": "ClientCertificate", "pfx": _pfx(key, cert, "pw"), "password": "pw"},
+            },
+        )
         entries = _history(client, names, "wrong", 1)
         job = client.get(names.job_path("wrong"), params=API_PARAMS).json()
     assert len(entries) == 1
@@ -226,8 +278,16 @@ def test_untrusted_server_certificate_is_refused(emulator, client_cert, tmp_path
     try:
         with emulator.client() as client:
             _collection(client, names)
-            _job(client, names, "untrusted", {"uri": untrusted.url, "method": "POST", "authentication": {
-                "type": "ClientCertificate", "pfx": _pfx(key, cert, "pw"), "password": "pw"}})
+            _job(
+                client,
+                names,
+                "untrusted",
+                {
+                    "uri": untrusted.url,
+                    "method": "POST",
+                    "authentication": {"type": "ClientCertificate", "pfx": _pfx(key, cert, "pw"), "password": "pw"},
+                },
+            )
             entries = _history(client, names, "untrusted", 1)
     finally:
         untrusted.stop()
@@ -247,10 +307,23 @@ def test_oauth_token_is_fetched_once_and_sent_as_bearer(emulator, token_endpoint
     try:
         with emulator.client() as client:
             _collection(client, names)
-            _job(client, names, "oauth", {"uri": target.url("/api"), "method": "POST", "authentication": {
-                "type": "ActiveDirectoryOAuth", "tenant": tenant, "audience": "https://management.core.windows.net/",
-                "clientId": "client-123", "secret": "s3cret"}},
-                start=datetime.now(UTC) + timedelta(days=1))
+            _job(
+                client,
+                names,
+                "oauth",
+                {
+                    "uri": target.url("/api"),
+                    "method": "POST",
+                    "authentication": {
+                        "type": "ActiveDirectoryOAuth",
+                        "tenant": tenant,
+                        "audience": "https://management.core.windows.net/",
+                        "clientId": "client-123",
+                        "secret": "s3cret",
+                    },
+                },
+                start=datetime.now(UTC) + timedelta(days=1),
+            )
             assert client.post(names.job_path("oauth") + "/run", params=API_PARAMS).status_code == 200
             target.wait_for(1, 15, "/api")
             assert client.post(names.job_path("oauth") + "/run", params=API_PARAMS).status_code == 200
@@ -262,8 +335,12 @@ def test_oauth_token_is_fetched_once_and_sent_as_bearer(emulator, token_endpoint
     token_requests = token_endpoint.requests(f"/{tenant}/oauth2/token")
     assert len(token_requests) == 1, "the second fire reused the cached token"
     form = {k: v[0] for k, v in parse_qs(token_requests[0].text).items()}
-    assert form == {"grant_type": "client_credentials", "client_id": "client-123", "client_secret": "s3cret",
-                    "resource": "https://management.core.windows.net/"}
+    assert form == {
+        "grant_type": "client_credentials",
+        "client_id": "client-123",
+        "client_secret": "s3cret",
+        "resource": "https://management.core.windows.net/",
+    }
     assert "secret" not in job["properties"]["action"]["request"]["authentication"]
 
 
@@ -275,9 +352,22 @@ def test_oauth_token_failure_is_a_failed_attempt(emulator, token_endpoint: Targe
     try:
         with emulator.client() as client:
             _collection(client, names)
-            _job(client, names, "denied", {"uri": target.url("/api"), "method": "POST", "authentication": {
-                "type": "ActiveDirectoryOAuth", "tenant": tenant, "audience": "aud", "clientId": "c",
-                "secret": "wrong-secret"}})
+            _job(
+                client,
+                names,
+                "denied",
+                {
+                    "uri": target.url("/api"),
+                    "method": "POST",
+                    "authentication": {
+                        "type": "ActiveDirectoryOAuth",
+                        "tenant": tenant,
+                        "audience": "aud",
+                        "clientId": "c",
+                        "secret": "wrong-secret",
+                    },
+                },
+            )
             entries = _history(client, names, "denied", 1)
     finally:
         target.stop()

@@ -86,8 +86,9 @@ def test_health_is_503_while_the_database_is_away(start) -> None:
             assert client.put(names.collection_path, params=PARAMS, json={"location": "westus"}).status_code == 201
             with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
                 admin.execute(f'ALTER DATABASE "{database.name}" ALLOW_CONNECTIONS false')
-                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                              (database.name,))
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (database.name,)
+                )
             began = time.monotonic()
             health = client.get("/_emulator/health")
             api = client.get(names.collection_path, params=PARAMS)
@@ -112,12 +113,23 @@ def test_metrics_move_when_a_job_fires(start, target: TargetServer) -> None:
         before = client.get("/metrics")
         assert before.status_code == 200 and before.headers["content-type"].startswith("text/plain")
         _create(client, names, "ok", {"type": "Http", "request": {"uri": target.url("/ok"), "method": "GET"}})
-        _create(client, names, "bad", {"type": "Http", "request": {"uri": target.url("/fail"), "method": "GET"},
-                                       "retryPolicy": {"retryType": "Fixed", "retryCount": 1, "retryInterval": "PT1S"}})
+        _create(
+            client,
+            names,
+            "bad",
+            {
+                "type": "Http",
+                "request": {"uri": target.url("/fail"), "method": "GET"},
+                "retryPolicy": {"retryType": "Fixed", "retryCount": 1, "retryInterval": "PT1S"},
+            },
+        )
         _wait(lambda: len(target.requests("/fail")) == 2 and len(target.requests("/ok")) == 1, 15, "the fires")
         _wait(lambda: _metric(client.get("/metrics").text, "scheduler_occurrences_in_flight") == 0, 10, "idle")
         after = client.get("/metrics").text
-    assert _metric(after, "scheduler_occurrences_fired_total") - _metric(before.text, "scheduler_occurrences_fired_total") == 2
+    assert (
+        _metric(after, "scheduler_occurrences_fired_total") - _metric(before.text, "scheduler_occurrences_fired_total")
+        == 2
+    )
     assert _metric(after, "scheduler_attempts_total", action_type="Http", action="MainAction", outcome="succeeded") == 1
     assert _metric(after, "scheduler_attempts_total", action_type="Http", action="MainAction", outcome="failed") == 2
     assert _metric(after, "scheduler_firing_lag_seconds_count") == 2
@@ -149,8 +161,11 @@ def test_attempts_log_job_action_outcome_and_lateness(start, target: TargetServe
     with server.client() as client:
         _create(client, names, "logged", {"type": "Http", "request": {"uri": target.url("/x"), "method": "GET"}})
         target.wait_for(1, 10, "/x")
-        _wait(lambda: client.get(names.job_path("logged"), params=PARAMS).json()["properties"]["state"] == "Completed",
-              10, "completion")
+        _wait(
+            lambda: client.get(names.job_path("logged"), params=PARAMS).json()["properties"]["state"] == "Completed",
+            10,
+            "completion",
+        )
     server.stop()
     attempts = [json.loads(line) for line in server.output if line.startswith("{") and '"outcome"' in line]
     assert len(attempts) == 1
@@ -193,8 +208,16 @@ def test_shutdown_releases_an_occurrence_waiting_to_retry(start, target: TargetS
     server = start("--shutdown-grace", "10")
     names = Names()
     with server.client() as client:
-        _create(client, names, "flaky", {"type": "Http", "request": {"uri": target.url("/flaky"), "method": "GET"},
-                                         "retryPolicy": {"retryType": "Fixed", "retryCount": 2, "retryInterval": "PT30S"}})
+        _create(
+            client,
+            names,
+            "flaky",
+            {
+                "type": "Http",
+                "request": {"uri": target.url("/flaky"), "method": "GET"},
+                "retryPolicy": {"retryType": "Fixed", "retryCount": 2, "retryInterval": "PT30S"},
+            },
+        )
     target.wait_for(1, 10, "/flaky")
     time.sleep(0.5)
     assert server.process is not None

@@ -37,10 +37,23 @@ def processes(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     started: list[ServerProcess] = []
 
     def start(database_url: str, *args: str) -> ServerProcess:
-        server = ServerProcess([
-            "--port", "0", "--data-dir", str(tmp_path), "--database-url", database_url, "--log-level", "warning",
-            "--poll-interval", "1", "--lease-seconds", "3", *args,
-        ]).start()
+        server = ServerProcess(
+            [
+                "--port",
+                "0",
+                "--data-dir",
+                str(tmp_path),
+                "--database-url",
+                database_url,
+                "--log-level",
+                "warning",
+                "--poll-interval",
+                "1",
+                "--lease-seconds",
+                "3",
+                *args,
+            ]
+        ).start()
         started.append(server)
         return server
 
@@ -56,8 +69,9 @@ def target() -> Iterator[TargetServer]:
     server.stop()
 
 
-def insert_due_jobs(database_url: str, names: Names, prefix: str, count: int, first: datetime, window: float,
-                    uri: str) -> None:
+def insert_due_jobs(
+    database_url: str, names: Names, prefix: str, count: int, first: datetime, window: float, uri: str
+) -> None:
     """``count`` one-time jobs due uniformly over ``window`` seconds from ``first``, written straight into
     the store (creating thousands through the API would take longer than the run itself)."""
     database = Database(database_url)
@@ -67,11 +81,18 @@ def insert_due_jobs(database_url: str, names: Names, prefix: str, count: int, fi
             collection = session.scalar(select(JobCollectionRow).where(JobCollectionRow.name == names.collection))
             if collection is None:
                 collection = JobCollectionRow(
-                    subscription_id=names.subscription, subscription_key=names.subscription.lower(),
-                    resource_group=names.resource_group, resource_group_key=names.resource_group.lower(),
-                    name=names.collection, name_key=names.collection.lower(), location="West US",
-                    properties={"sku": {"name": "P20Premium"}}, sku="P20Premium", state="Enabled",
-                    created_at=now, updated_at=now,
+                    subscription_id=names.subscription,
+                    subscription_key=names.subscription.lower(),
+                    resource_group=names.resource_group,
+                    resource_group_key=names.resource_group.lower(),
+                    name=names.collection,
+                    name_key=names.collection.lower(),
+                    location="West US",
+                    properties={"sku": {"name": "P20Premium"}},
+                    sku="P20Premium",
+                    state="Enabled",
+                    created_at=now,
+                    updated_at=now,
                 )
                 session.add(collection)
                 session.flush()
@@ -79,14 +100,31 @@ def insert_due_jobs(database_url: str, names: Names, prefix: str, count: int, fi
             for index in range(count):
                 due = first + timedelta(seconds=window * index / count)
                 name = f"{prefix}{index}"
-                rows.append(JobRow(
-                    collection_id=collection.id, name=name, name_key=name.lower(),
-                    definition={"startTime": due.isoformat(), "action": {
-                        "type": "Http", "request": {"uri": f"{uri}/{name}", "method": "GET"},
-                        "retryPolicy": {"retryType": "None"}}},
-                    state="Enabled", series_origin=now, next_execution_time=due, version=1, repeat_count=0,
-                    execution_count=0, failure_count=0, faulted_count=0, created_at=now, updated_at=now,
-                ))
+                rows.append(
+                    JobRow(
+                        collection_id=collection.id,
+                        name=name,
+                        name_key=name.lower(),
+                        definition={
+                            "startTime": due.isoformat(),
+                            "action": {
+                                "type": "Http",
+                                "request": {"uri": f"{uri}/{name}", "method": "GET"},
+                                "retryPolicy": {"retryType": "None"},
+                            },
+                        },
+                        state="Enabled",
+                        series_origin=now,
+                        next_execution_time=due,
+                        version=1,
+                        repeat_count=0,
+                        execution_count=0,
+                        failure_count=0,
+                        faulted_count=0,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
             session.add_all(rows)
     finally:
         database.dispose()
@@ -110,11 +148,17 @@ def store_counts(database_url: str, prefix: str) -> tuple[int, int, int]:
     try:
         with database.session() as session:
             jobs = select(JobRow.id).where(JobRow.name.like(f"{prefix}%")).scalar_subquery()
-            history = session.scalar(select(func.count()).select_from(JobHistoryRow).where(JobHistoryRow.job_id.in_(jobs)))
-            completed = session.scalar(select(func.count()).select_from(JobRow)
-                                       .where(JobRow.name.like(f"{prefix}%"), JobRow.state == "Completed"))
-            occurrences = session.scalar(select(func.count()).select_from(OccurrenceRow)
-                                         .where(OccurrenceRow.job_id.in_(jobs)))
+            history = session.scalar(
+                select(func.count()).select_from(JobHistoryRow).where(JobHistoryRow.job_id.in_(jobs))
+            )
+            completed = session.scalar(
+                select(func.count())
+                .select_from(JobRow)
+                .where(JobRow.name.like(f"{prefix}%"), JobRow.state == "Completed")
+            )
+            occurrences = session.scalar(
+                select(func.count()).select_from(OccurrenceRow).where(OccurrenceRow.job_id.in_(jobs))
+            )
             return history or 0, completed or 0, occurrences or 0
     finally:
         database.dispose()
@@ -178,9 +222,11 @@ def test_three_dispatchers_fire_each_occurrence_once_and_survive_a_kill(postgres
         # takeover ran it again.
         assert path.rsplit("/", 1)[1] in resumed, path
         assert min(r.wall for r in target.requests(path)) <= killed_at
-    print(f"\nkill -9 of 1 of 3 dispatchers: {len(resumed)} occurrence(s) were in flight in it and were taken "
-          f"over; {len(duplicates)} of them had already reached the target and so arrived twice "
-          f"(of {count} occurrences)")
+    print(
+        f"\nkill -9 of 1 of 3 dispatchers: {len(resumed)} occurrence(s) were in flight in it and were taken "
+        f"over; {len(duplicates)} of them had already reached the target and so arrived twice "
+        f"(of {count} occurrences)"
+    )
     history, completed, occurrences = store_counts(postgres.url, "b")
     assert completed == count and occurrences == count
     # Each occurrence has its history entry; a taken-over one may also have the victim's, if the victim
@@ -203,8 +249,12 @@ def _pg_ctl(action: str) -> None:
         if IN_CI:
             pytest.fail(message)
         pytest.skip(message)
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", versions[0], "main", action],
-                   check=True, timeout=60, capture_output=True)
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", versions[0], "main", action],
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
 
 
 def test_a_postgresql_restart_mid_run_is_survived(postgres, processes, target) -> None:

@@ -197,9 +197,7 @@ def insert_history(backend: Backend, names: Names, job_name: str, entries: list[
     ids = []
     try:
         with database.session() as session:
-            collection = repository.find_collection(
-                session, names.subscription, names.resource_group, names.collection
-            )
+            collection = repository.find_collection(session, names.subscription, names.resource_group, names.collection)
             assert collection is not None
             job = repository.find_job(session, collection, job_name)
             assert job is not None
@@ -228,9 +226,7 @@ def stored_job(backend: Backend, names: Names, job_name: str) -> JobRow | None:
     database = Database(backend.database_url)
     try:
         with database.session() as session:
-            collection = repository.find_collection(
-                session, names.subscription, names.resource_group, names.collection
-            )
+            collection = repository.find_collection(session, names.subscription, names.resource_group, names.collection)
             return None if collection is None else repository.find_job(session, collection, job_name)
     finally:
         database.dispose()
@@ -240,9 +236,10 @@ def history_rows_of(backend: Backend, job_id: int) -> int:
     database = Database(backend.database_url)
     try:
         with database.session() as session:
-            return session.scalar(
-                select(func.count()).select_from(JobHistoryRow).where(JobHistoryRow.job_id == job_id)
-            ) or 0
+            return (
+                session.scalar(select(func.count()).select_from(JobHistoryRow).where(JobHistoryRow.job_id == job_id))
+                or 0
+            )
     finally:
         database.dispose()
 
@@ -292,9 +289,7 @@ def test_collection_create_answers_201_then_replace_answers_200_with_every_field
 def test_collection_get_returns_what_was_created_under_any_name_casing(
     client: SchedulerManagementClient, names: Names
 ) -> None:
-    created = client.job_collections.create_or_update(
-        names.resource_group, names.collection, collection_definition()
-    )
+    created = client.job_collections.create_or_update(names.resource_group, names.collection, collection_definition())
 
     got = client.job_collections.get(names.resource_group.upper(), names.collection.upper())
 
@@ -344,9 +339,7 @@ def test_collections_are_listed_by_subscription_and_by_resource_group(
         assert item.properties.sku.name == "Standard"
 
 
-def test_collection_patch_replaces_tags_and_merges_properties(
-    client: SchedulerManagementClient, names: Names
-) -> None:
+def test_collection_patch_replaces_tags_and_merges_properties(client: SchedulerManagementClient, names: Names) -> None:
     client.job_collections.create_or_update(
         names.resource_group,
         names.collection,
@@ -457,9 +450,7 @@ def test_job_create_answers_201_and_replace_answers_200(
     assert client.jobs.get(names.resource_group, collection, "NIGHTLY").as_dict() == replaced.as_dict()
 
 
-def test_job_in_a_missing_collection_is_refused_with_not_found(
-    client: SchedulerManagementClient, names: Names
-) -> None:
+def test_job_in_a_missing_collection_is_refused_with_not_found(client: SchedulerManagementClient, names: Names) -> None:
     with pytest.raises(ResourceNotFoundError) as caught:
         put_job(client, names, "orphan", simple_job())
 
@@ -484,9 +475,7 @@ def test_invalid_job_is_refused_with_bad_request_naming_the_field(
 # --- jobs: every field round-trips through the SDK's models ---------------------------------------
 
 
-def assert_round_trip(
-    client: SchedulerManagementClient, names: Names, name: str, job: JobDefinition
-) -> JobDefinition:
+def assert_round_trip(client: SchedulerManagementClient, names: Names, name: str, job: JobDefinition) -> JobDefinition:
     """PUT ``job``; the PUT answer and a later GET both carry everything it set, minus secrets."""
     status, created = put_job(client, names, name, job)
     assert status == 201
@@ -784,9 +773,7 @@ def test_job_list_pages_through_the_sdk_pager_returning_every_job_once(
     assert skipped == everything[5:]
 
 
-def test_job_list_filters_by_state(
-    client: SchedulerManagementClient, names: Names, collection: str
-) -> None:
+def test_job_list_filters_by_state(client: SchedulerManagementClient, names: Names, collection: str) -> None:
     for i in range(3):
         put_job(client, names, f"enabled{i}", simple_job())
     for i in range(4):
@@ -949,16 +936,16 @@ def test_job_history_pages_and_filters_by_status(
     assert pages == [list(reversed(ids))[:4], list(reversed(ids))[4:]]
     assert [item.name.rsplit("/", 1)[1] for item in failed] == [i for i, e in newest_first if e.status == "Failed"]
     assert [item.properties.message for item in failed] == [
-        "error action failed", "retry 1 failed", "Http Action - 500 Internal Server Error"
+        "error action failed",
+        "retry 1 failed",
+        "Http Action - 500 Internal Server Error",
     ]
     assert all(item.properties.status == "Failed" for item in failed)
     assert [item.properties.status for item in postponed] == ["Postponed"]
     assert [item.name.rsplit("/", 1)[1] for item in skipped] == list(reversed(ids))[4:]
 
 
-def test_job_history_of_a_new_job_is_empty(
-    client: SchedulerManagementClient, names: Names, collection: str
-) -> None:
+def test_job_history_of_a_new_job_is_empty(client: SchedulerManagementClient, names: Names, collection: str) -> None:
     put_job(client, names, "fresh", simple_job())
 
     assert list(client.jobs.list_job_history(names.resource_group, collection, "fresh")) == []

@@ -52,13 +52,28 @@ class Emulator:
     """The emulator process of one backend and an HTTP client for its API."""
 
     def __init__(self, backend: Backend, data_dir: Path, peer: AmqpPeer) -> None:
-        self.process = ServerProcess([
-            "--port", "0", "--data-dir", str(data_dir), "--database-url", backend.database_url,
-            "--log-level", "info", "--min-retry-interval", "1", "--poll-interval", "1",
-            "--action-timeout", str(ACTION_TIMEOUT),
-            "--servicebus-endpoint", f"ns={peer.url}",
-            "--servicebus-endpoint", f"ns-two=127.0.0.1:{peer.port}",
-        ]).start()
+        self.process = ServerProcess(
+            [
+                "--port",
+                "0",
+                "--data-dir",
+                str(data_dir),
+                "--database-url",
+                backend.database_url,
+                "--log-level",
+                "info",
+                "--min-retry-interval",
+                "1",
+                "--poll-interval",
+                "1",
+                "--action-timeout",
+                str(ACTION_TIMEOUT),
+                "--servicebus-endpoint",
+                f"ns={peer.url}",
+                "--servicebus-endpoint",
+                f"ns-two=127.0.0.1:{peer.port}",
+            ]
+        ).start()
         self.http: httpx.Client = self.process.client()
 
     def stop(self) -> None:
@@ -103,12 +118,19 @@ class Emulator:
         return "\n".join(self.process.output[-lines:])
 
 
-def queue_action(queue: str, namespace: str = "ns", key_name: str = KEY_NAME, key: str = KEY,
-                 retry: dict[str, Any] | None = None, **message: Any) -> dict[str, Any]:
+def queue_action(
+    queue: str,
+    namespace: str = "ns",
+    key_name: str = KEY_NAME,
+    key: str = KEY,
+    retry: dict[str, Any] | None = None,
+    **message: Any,
+) -> dict[str, Any]:
     return {
         "type": "ServiceBusQueue",
         "serviceBusQueueMessage": {
-            "namespace": namespace, "queueName": queue,
+            "namespace": namespace,
+            "queueName": queue,
             "authentication": {"sasKeyName": key_name, "sasKey": key, "type": "SharedAccessKey"},
             **message,
         },
@@ -159,27 +181,33 @@ def test_queue_message_carries_body_application_and_brokered_properties(
 ) -> None:
     queue, job = unique("orders-"), unique("sbq-")
     scheduled = "2031-05-06T07:08:09Z"
-    created = emulator.put_job(names, job, {"action": queue_action(
-        queue,
-        message='{"order": 42, "note": "ünïcode"}',
-        customMessageProperties={"source": "scheduler", "tenant": "contoso"},
-        brokeredMessageProperties={
-            "contentType": "application/json",
-            "correlationId": "corr-1",
-            "label": "new-order",
-            "messageId": "msg-1",
-            "partitionKey": "session-a",
-            "replyTo": "replies",
-            "replyToSessionId": "reply-session",
-            "scheduledEnqueueTimeUtc": scheduled,
-            "sessionId": "session-a",
-            "timeToLive": "PT1H",
-            "to": "fulfilment",
-            "forcePersistence": True,
-            "viaPartitionKey": "via-1",
+    created = emulator.put_job(
+        names,
+        job,
+        {
+            "action": queue_action(
+                queue,
+                message='{"order": 42, "note": "ünïcode"}',
+                customMessageProperties={"source": "scheduler", "tenant": "contoso"},
+                brokeredMessageProperties={
+                    "contentType": "application/json",
+                    "correlationId": "corr-1",
+                    "label": "new-order",
+                    "messageId": "msg-1",
+                    "partitionKey": "session-a",
+                    "replyTo": "replies",
+                    "replyToSessionId": "reply-session",
+                    "scheduledEnqueueTimeUtc": scheduled,
+                    "sessionId": "session-a",
+                    "timeToLive": "PT1H",
+                    "to": "fulfilment",
+                    "forcePersistence": True,
+                    "viaPartitionKey": "via-1",
+                },
+                transportType="AMQP",
+            )
         },
-        transportType="AMQP",
-    )})
+    )
     assert "sasKey" not in created["properties"]["action"]["serviceBusQueueMessage"]["authentication"]
 
     [message] = peer.wait_messages(queue, 1, timeout=15)
@@ -212,20 +240,30 @@ def test_topic_message_over_the_host_port_mapping_with_timespan_ttl(
     emulator: Emulator, peer: AmqpPeer, names: Names
 ) -> None:
     topic, job = unique("events-"), unique("sbt-")
-    emulator.put_job(names, job, {"action": {
-        "type": "ServiceBusTopic",
-        "serviceBusTopicMessage": {
-            "namespace": "NS-Two",  # namespace mappings are case-insensitive
-            "topicPath": topic,
-            "authentication": {"sasKeyName": SEND_KEY_NAME, "sasKey": SEND_KEY},
-            "message": "topic body",
-            "customMessageProperties": {"kind": "event"},
-            "brokeredMessageProperties": {"label": "evt", "partitionKey": "pk-7", "timeToLive": "00:10:00",
-                                          "messageId": "evt-1"},
-            "transportType": "NetMessaging",
+    emulator.put_job(
+        names,
+        job,
+        {
+            "action": {
+                "type": "ServiceBusTopic",
+                "serviceBusTopicMessage": {
+                    "namespace": "NS-Two",  # namespace mappings are case-insensitive
+                    "topicPath": topic,
+                    "authentication": {"sasKeyName": SEND_KEY_NAME, "sasKey": SEND_KEY},
+                    "message": "topic body",
+                    "customMessageProperties": {"kind": "event"},
+                    "brokeredMessageProperties": {
+                        "label": "evt",
+                        "partitionKey": "pk-7",
+                        "timeToLive": "00:10:00",
+                        "messageId": "evt-1",
+                    },
+                    "transportType": "NetMessaging",
+                },
+                "retryPolicy": NO_RETRY,
+            }
         },
-        "retryPolicy": NO_RETRY,
-    }})
+    )
 
     [message] = peer.wait_messages(topic, 1, timeout=15)
     assert message.text == "topic body"
@@ -247,11 +285,21 @@ def test_wrong_key_fails_each_attempt_then_runs_the_error_action(
     emulator: Emulator, peer: AmqpPeer, names: Names
 ) -> None:
     queue, errors, job = unique("payments-"), unique("errors-"), unique("sbwrong-")
-    emulator.put_job(names, job, {"action": {
-        **queue_action(queue, key=WRONG_KEY, message="never delivered",
-                       retry={"retryType": "Fixed", "retryCount": 1, "retryInterval": "PT1S"}),
-        "errorAction": queue_action(errors, message="the payment job failed"),
-    }})
+    emulator.put_job(
+        names,
+        job,
+        {
+            "action": {
+                **queue_action(
+                    queue,
+                    key=WRONG_KEY,
+                    message="never delivered",
+                    retry={"retryType": "Fixed", "retryCount": 1, "retryInterval": "PT1S"},
+                ),
+                "errorAction": queue_action(errors, message="the payment job failed"),
+            }
+        },
+    )
 
     entries = emulator.wait_history(names, job, 3)
     main, retry, error = entries
@@ -321,17 +369,23 @@ def test_a_dropped_connection_is_reopened_by_the_next_fire(
 
 def test_endpoint_mapping_forms() -> None:
     endpoints = {
-        "local": "127.0.0.1:5673", "bare": "localhost", "plain": "amqp://10.0.0.5:6000",
-        "tls": "amqps://other.servicebus.windows.net", "tls-port": "amqps://proxy.example:6001", "sb": "sb://x.example",
+        "local": "127.0.0.1:5673",
+        "bare": "localhost",
+        "plain": "amqp://10.0.0.5:6000",
+        "tls": "amqps://other.servicebus.windows.net",
+        "tls-port": "amqps://proxy.example:6001",
+        "sb": "sb://x.example",
         "http": "http://x.example",
     }
-    assert resolve_endpoint("Prod", endpoints) == Endpoint("Prod.servicebus.windows.net",
-                                                           "sb://Prod.servicebus.windows.net", emulator=False)
+    assert resolve_endpoint("Prod", endpoints) == Endpoint(
+        "Prod.servicebus.windows.net", "sb://Prod.servicebus.windows.net", emulator=False
+    )
     assert resolve_endpoint("LOCAL", endpoints) == Endpoint("127.0.0.1:5673", "sb://127.0.0.1:5673", emulator=True)
     assert resolve_endpoint("bare", endpoints) == Endpoint("localhost:5672", "sb://localhost:5672", emulator=True)
     assert resolve_endpoint("plain", endpoints) == Endpoint("10.0.0.5:6000", "sb://10.0.0.5:6000", emulator=True)
-    assert resolve_endpoint("tls", endpoints) == Endpoint("other.servicebus.windows.net",
-                                                          "sb://other.servicebus.windows.net", emulator=False)
+    assert resolve_endpoint("tls", endpoints) == Endpoint(
+        "other.servicebus.windows.net", "sb://other.servicebus.windows.net", emulator=False
+    )
     assert resolve_endpoint("tls-port", endpoints) == Endpoint(
         "proxy.example:6001", "sb://proxy.example", emulator=False, custom_endpoint_address="sb://proxy.example:6001"
     )
@@ -349,10 +403,15 @@ def _context() -> FireContext:
 
 
 def _queue_message(queue: str, namespace: str = "ns", **extra: Any) -> ServiceBusQueueMessage:
-    return ServiceBusQueueMessage.model_validate({
-        "namespace": namespace, "queueName": queue, "message": "in process",
-        "authentication": {"sasKeyName": KEY_NAME, "sasKey": KEY}, **extra,
-    })
+    return ServiceBusQueueMessage.model_validate(
+        {
+            "namespace": namespace,
+            "queueName": queue,
+            "message": "in process",
+            "authentication": {"sasKeyName": KEY_NAME, "sasKey": KEY},
+            **extra,
+        }
+    )
 
 
 def test_action_failures_read_well() -> None:
@@ -363,36 +422,48 @@ def test_action_failures_read_well() -> None:
     closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
     port = closed.getsockname()[1]
     with AmqpPeer({KEY_NAME: KEY}, entities={"known"}) as peer, silent, closed:
-        action = ServiceBusAction({
-            "ns": peer.url, "silent": f"127.0.0.1:{silent.getsockname()[1]}",
-            "refused": f"amqp://127.0.0.1:{port}", "odd": "https://x.example",
-        }, timeout=1.5)
+        action = ServiceBusAction(
+            {
+                "ns": peer.url,
+                "silent": f"127.0.0.1:{silent.getsockname()[1]}",
+                "refused": f"amqp://127.0.0.1:{port}",
+                "odd": "https://x.example",
+            },
+            timeout=1.5,
+        )
 
         async def run() -> list[Outcome]:
             try:
-                return [await action.execute(message, _context()) for message in (
-                    _queue_message("missing"),
-                    _queue_message("known", "refused"),
-                    _queue_message("known", "silent"),
-                    _queue_message("known", "odd"),
-                    _queue_message("known", brokeredMessageProperties={"sessionId": "a", "partitionKey": "b"}),
-                    _queue_message("known", brokeredMessageProperties={"replyToSessionId": "r" * 200}),
-                )]
+                return [
+                    await action.execute(message, _context())
+                    for message in (
+                        _queue_message("missing"),
+                        _queue_message("known", "refused"),
+                        _queue_message("known", "silent"),
+                        _queue_message("known", "odd"),
+                        _queue_message("known", brokeredMessageProperties={"sessionId": "a", "partitionKey": "b"}),
+                        _queue_message("known", brokeredMessageProperties={"replyToSessionId": "r" * 200}),
+                    )
+                ]
             finally:
                 await action.close()
 
         missing, refused, silent_out, odd, mismatch, too_long = asyncio.run(run())
     assert not any(o.succeeded for o in (missing, refused, silent_out, odd, mismatch, too_long))
-    assert missing.message == ("ServiceBusQueue Action - queue 'missing' was not found in namespace 'ns': "
-                               "The messaging entity 'missing' could not be found.")
+    assert missing.message == (
+        "ServiceBusQueue Action - queue 'missing' was not found in namespace 'ns': "
+        "The messaging entity 'missing' could not be found."
+    )
     assert refused.message.startswith(
         f"ServiceBusQueue Action - could not connect to namespace 'refused' at 127.0.0.1:{port}: connection refused"
     ), refused.message
     assert silent_out.message.startswith(
         "ServiceBusQueue Action - sending to queue 'known' of namespace 'silent' timed out after 1.5 seconds"
     ), silent_out.message
-    assert odd.message == ("ServiceBusQueue Action - cannot reach namespace 'odd': the endpoint 'https://x.example' "
-                           "mapped to it is not amqp://, amqps:// or sb://")
+    assert odd.message == (
+        "ServiceBusQueue Action - cannot reach namespace 'odd': the endpoint 'https://x.example' "
+        "mapped to it is not amqp://, amqps:// or sb://"
+    )
     assert mismatch.message == (
         "ServiceBusQueue Action - the message for queue 'known' of namespace 'ns' is not valid: "
         "brokeredMessageProperties.partitionKey 'b' must equal sessionId 'a' when both are set"

@@ -42,8 +42,15 @@ ENVELOPE_HEAD = (
     '<StorageQueueMessage xmlns:xsd="http://www.w3.org/2001/XMLSchema" '
     'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">\r\n'
 )
-FIELDS = ["ExecutionTag", "ClientRequestId", "ExpectedExecutionTime", "SchedulerJobId", "SchedulerJobCollectionId",
-          "Region", "Message"]
+FIELDS = [
+    "ExecutionTag",
+    "ClientRequestId",
+    "ExpectedExecutionTime",
+    "SchedulerJobId",
+    "SchedulerJobCollectionId",
+    "Region",
+    "Message",
+]
 TRICKY = 'Tricky <&> "quoted" \'single\' & <tag attr="x">text</tag>\nsecond line, ünïcødé ✓, CRLF\r\nend'
 NO_RETRY = {"retryType": "None"}
 ONE_RETRY = {"retryType": "Fixed", "retryCount": 1, "retryInterval": "PT1S"}
@@ -152,8 +159,9 @@ def signature(sas: str) -> str:
     return parse_qs(sas.removeprefix("?"))["sig"][0]
 
 
-def queue_action(queue: str, sas: str, message: str, account: str = ACCOUNT,
-                 retry: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+def queue_action(
+    queue: str, sas: str, message: str, account: str = ACCOUNT, retry: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
     action: dict[str, Any] = {
         "type": "StorageQueue",
         "queueMessage": {"storageAccount": account, "queueName": queue, "sasToken": sas, "message": message},
@@ -209,8 +217,11 @@ class Emulator:
             last = self.job(names, job)
             return last if last["properties"]["state"] == state else None
 
-        return wait_until(check, timeout, lambda: f"job {job} to be {state}; it is {last.get('properties')}\n"
-                                                  + "\n".join(self.process.output[-30:]))
+        return wait_until(
+            check,
+            timeout,
+            lambda: f"job {job} to be {state}; it is {last.get('properties')}\n" + "\n".join(self.process.output[-30:]),
+        )
 
     def wait_history(self, names: Names, job: str, count: int, timeout: float = 15) -> list[dict[str, Any]]:
         last: list[dict[str, Any]] = []
@@ -233,8 +244,9 @@ def azurite() -> Iterator[Azurite]:
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def emulator(request: pytest.FixtureRequest, azurite: Azurite,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+def emulator(
+    request: pytest.FixtureRequest, azurite: Azurite, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Emulator]:
     database = None
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path_factory.mktemp('queue-sqlite') / 'scheduler.db'}"
@@ -244,13 +256,28 @@ def emulator(request: pytest.FixtureRequest, azurite: Azurite,
         url = database.url
     dead_port = closed_port()
     started = time.monotonic()
-    process = ServerProcess([
-        "--port", "0", "--data-dir", str(tmp_path_factory.mktemp("queue-data")), "--database-url", url,
-        "--log-level", "info", "--min-retry-interval", "1", "--poll-interval", "1",
-        "--action-timeout", str(ACTION_TIMEOUT),
-        "--storage-endpoint", f"{ACCOUNT}={azurite.endpoint}",
-        "--storage-endpoint", f"{UNREACHABLE}=http://127.0.0.1:{dead_port}/{UNREACHABLE}",
-    ]).start()
+    process = ServerProcess(
+        [
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path_factory.mktemp("queue-data")),
+            "--database-url",
+            url,
+            "--log-level",
+            "info",
+            "--min-retry-interval",
+            "1",
+            "--poll-interval",
+            "1",
+            "--action-timeout",
+            str(ACTION_TIMEOUT),
+            "--storage-endpoint",
+            f"{ACCOUNT}={azurite.endpoint}",
+            "--storage-endpoint",
+            f"{UNREACHABLE}=http://127.0.0.1:{dead_port}/{UNREACHABLE}",
+        ]
+    ).start()
     emulator = Emulator(request.param, process, process.client(), dead_port)
     try:
         yield emulator
@@ -277,8 +304,11 @@ def test_message_lands_on_the_queue_in_the_envelope(emulator: Emulator, azurite:
     targets = []
     for kind in ("plain", "question-mark", "account"):
         queue = new_queue(azurite)
-        sas = {"plain": azurite.queue_sas(queue), "question-mark": "?" + azurite.queue_sas(queue),
-               "account": azurite.account_sas()}[kind]
+        sas = {
+            "plain": azurite.queue_sas(queue),
+            "question-mark": "?" + azurite.queue_sas(queue),
+            "account": azurite.account_sas(),
+        }[kind]
         emulator.signatures.add(signature(sas))
         targets.append((kind, queue, sas))
     start = whole_seconds_from_now(2)
@@ -307,10 +337,15 @@ def test_message_lands_on_the_queue_in_the_envelope(emulator: Emulator, azurite:
         assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (1, 0, 0)
         [entry] = emulator.history(names, job)
         assert (entry["actionName"], entry["status"], entry["retryCount"], entry["repeatCount"]) == (
-            "MainAction", "Completed", 0, 1)
+            "MainAction",
+            "Completed",
+            0,
+            1,
+        )
         assert parse(entry["expectedExecutionTime"]) == start
         assert entry["message"].startswith(
-            f"StorageQueue Action - message added to queue '{queue}' of account '{ACCOUNT}'"), entry["message"]
+            f"StorageQueue Action - message added to queue '{queue}' of account '{ACCOUNT}'"
+        ), entry["message"]
     time.sleep(1)
     for queue, _ in jobs.values():
         assert azurite.messages(queue) == [], "one message per occurrence"
@@ -337,10 +372,16 @@ def test_failed_attempt_is_retried_then_the_error_action_runs(
     error_sas = azurite.account_sas()
     emulator.signatures.update({signature(sas), signature(error_sas)})
     job = unique(f"{failure}-")
-    emulator.put_job(names, job, {"action": {
-        **queue_action(queue, sas, "main message", retry=ONE_RETRY),
-        "errorAction": queue_action(error_queue, error_sas, f"error action of {job}", retry=NO_RETRY),
-    }})
+    emulator.put_job(
+        names,
+        job,
+        {
+            "action": {
+                **queue_action(queue, sas, "main message", retry=ONE_RETRY),
+                "errorAction": queue_action(error_queue, error_sas, f"error action of {job}", retry=NO_RETRY),
+            }
+        },
+    )
 
     [text] = azurite.wait_messages(error_queue, 1, timeout=15)
     fields = parse_envelope(text)
@@ -352,12 +393,16 @@ def test_failed_attempt_is_retried_then_the_error_action_runs(
     assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (2, 2, 1)
     history = emulator.wait_history(names, job, 3)
     assert [(e["actionName"], e["status"], e["retryCount"]) for e in history] == [
-        ("ErrorAction", "Completed", 0), ("MainAction", "Failed", 1), ("MainAction", "Failed", 0)]
+        ("ErrorAction", "Completed", 0),
+        ("MainAction", "Failed", 1),
+        ("MainAction", "Failed", 0),
+    ]
     assert parse(fields["ExpectedExecutionTime"] + "Z") == parse(history[0]["expectedExecutionTime"])
     for entry in history[1:]:
         assert entry["message"].startswith(f"StorageQueue Action - {expected}"), entry["message"]
     assert history[0]["message"].startswith(
-        f"StorageQueue Action - message added to queue '{error_queue}' of account '{ACCOUNT}'")
+        f"StorageQueue Action - message added to queue '{error_queue}' of account '{ACCOUNT}'"
+    )
     for entry in history:
         assert signature(sas) not in entry["message"] and "sig=" not in entry["message"], entry["message"]
     if failure != "missing-queue":
@@ -372,12 +417,18 @@ def test_failing_http_action_runs_a_storage_queue_error_action(emulator: Emulato
     sas = azurite.queue_sas(error_queue)
     emulator.signatures.add(signature(sas))
     job = unique("http-fails-")
-    emulator.put_job(names, job, {"action": {
-        "type": "Http",
-        "request": {"uri": f"http://127.0.0.1:{closed_port()}/nothing-listens", "method": "POST", "body": "x"},
-        "retryPolicy": NO_RETRY,
-        "errorAction": queue_action(error_queue, "?" + sas, TRICKY),
-    }})
+    emulator.put_job(
+        names,
+        job,
+        {
+            "action": {
+                "type": "Http",
+                "request": {"uri": f"http://127.0.0.1:{closed_port()}/nothing-listens", "method": "POST", "body": "x"},
+                "retryPolicy": NO_RETRY,
+                "errorAction": queue_action(error_queue, "?" + sas, TRICKY),
+            }
+        },
+    )
 
     [text] = azurite.wait_messages(error_queue, 1, timeout=15)
     fields = parse_envelope(text)

@@ -46,13 +46,14 @@ def invalid_api_version(version: str) -> ArmError:
     return ArmError(
         400,
         "InvalidApiVersionParameter",
-        f"The api-version '{version}' is invalid. The supported versions are "
-        f"'{', '.join(ACCEPTED_API_VERSIONS)}'.",
+        f"The api-version '{version}' is invalid. The supported versions are '{', '.join(ACCEPTED_API_VERSIONS)}'.",
     )
 
 
 def invalid_request_content(detail: str) -> ArmError:
-    return ArmError(400, "InvalidRequestContent", f"The request content was invalid and could not be deserialized: {detail}")
+    return ArmError(
+        400, "InvalidRequestContent", f"The request content was invalid and could not be deserialized: {detail}"
+    )
 
 
 def bad_request(message: str, target: str | None = None) -> ArmError:
@@ -110,7 +111,9 @@ def request_too_large(what: str, limit: int, actual: int) -> ArmError:
 
 
 def url_too_long(length: int, limit: int) -> ArmError:
-    return ArmError(400, "RequestUrlTooLong", f"The request URL is {length} characters long; at most {limit} are allowed.")
+    return ArmError(
+        400, "RequestUrlTooLong", f"The request URL is {length} characters long; at most {limit} are allowed."
+    )
 
 
 def service_unavailable(reason: str) -> ArmError:

@@ -26,18 +26,32 @@ from scheduler_emulator.store.models import JobCollectionRow
 router = APIRouter()
 
 SUBSCRIPTION_LIST = "/subscriptions/{subscription_id}/providers/Microsoft.Scheduler/jobCollections"
-RESOURCE_GROUP_LIST = "/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers/Microsoft.Scheduler/jobCollections"
+RESOURCE_GROUP_LIST = (
+    "/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers/Microsoft.Scheduler/jobCollections"
+)
 
 
-def _check_plan_change(session: Session, collection: JobCollectionRow | None, subscription_id: str, sku: str,
-                       limits: plans.Limits, moment: datetime) -> None:
+def _check_plan_change(
+    session: Session,
+    collection: JobCollectionRow | None,
+    subscription_id: str,
+    sku: str,
+    limits: plans.Limits,
+    moment: datetime,
+) -> None:
     """Subscription-wide limits, and (for an existing collection) its jobs against the new limits."""
-    if collection is None and repo.count_collections(session, subscription_id) >= plans.MAX_COLLECTIONS_PER_SUBSCRIPTION:
+    if (
+        collection is None
+        and repo.count_collections(session, subscription_id) >= plans.MAX_COLLECTIONS_PER_SUBSCRIPTION
+    ):
         raise Conflict(
             f"The subscription already has {plans.MAX_COLLECTIONS_PER_SUBSCRIPTION} job collections, the most allowed."
         )
-    if sku == plans.FREE and (collection is None or collection.sku != plans.FREE) \
-            and repo.count_collections(session, subscription_id, plans.FREE) >= plans.MAX_FREE_COLLECTIONS_PER_SUBSCRIPTION:
+    if (
+        sku == plans.FREE
+        and (collection is None or collection.sku != plans.FREE)
+        and repo.count_collections(session, subscription_id, plans.FREE) >= plans.MAX_FREE_COLLECTIONS_PER_SUBSCRIPTION
+    ):
         raise Conflict("The subscription already has a Free job collection; only one is allowed per subscription.")
     if collection is None:
         return
@@ -68,8 +82,11 @@ def _write(
     floor: timedelta,
 ) -> JobCollectionRow:
     if existing is None:
-        for kind, value in (("subscription", subscription_id), ("resource group", resource_group),
-                            ("job collection", name)):
+        for kind, value in (
+            ("subscription", subscription_id),
+            ("resource group", resource_group),
+            ("job collection", name),
+        ):
             errors.check_name_length(kind, value)
     spec = validated(JobCollectionIn, body)
     properties = spec.properties
@@ -116,7 +133,9 @@ async def create_or_replace_collection(
 
 
 @router.patch(RESOURCE_GROUP_LIST + "/{collection_name}")
-async def patch_collection(request: Request, subscription_id: str, resource_group: str, collection_name: str) -> Response:
+async def patch_collection(
+    request: Request, subscription_id: str, resource_group: str, collection_name: str
+) -> Response:
     patch = await json_object(request)
     moment, floor = now(request), retry_floor(request)
 
@@ -145,7 +164,9 @@ async def get_collection(request: Request, subscription_id: str, resource_group:
 
 
 @router.delete(RESOURCE_GROUP_LIST + "/{collection_name}")
-async def delete_collection(request: Request, subscription_id: str, resource_group: str, collection_name: str) -> Response:
+async def delete_collection(
+    request: Request, subscription_id: str, resource_group: str, collection_name: str
+) -> Response:
     def work(session: Session) -> None:
         repo.delete_collection(session, collection_or_404(session, subscription_id, resource_group, collection_name))
 
@@ -153,7 +174,9 @@ async def delete_collection(request: Request, subscription_id: str, resource_gro
     return Response(status_code=200)
 
 
-async def _set_state(request: Request, subscription_id: str, resource_group: str, collection_name: str, state: str) -> Response:
+async def _set_state(
+    request: Request, subscription_id: str, resource_group: str, collection_name: str, state: str
+) -> Response:
     moment = now(request)
 
     def work(session: Session) -> None:
@@ -174,12 +197,16 @@ async def _set_state(request: Request, subscription_id: str, resource_group: str
 
 
 @router.post(RESOURCE_GROUP_LIST + "/{collection_name}/enable")
-async def enable_collection(request: Request, subscription_id: str, resource_group: str, collection_name: str) -> Response:
+async def enable_collection(
+    request: Request, subscription_id: str, resource_group: str, collection_name: str
+) -> Response:
     return await _set_state(request, subscription_id, resource_group, collection_name, "Enabled")
 
 
 @router.post(RESOURCE_GROUP_LIST + "/{collection_name}/disable")
-async def disable_collection(request: Request, subscription_id: str, resource_group: str, collection_name: str) -> Response:
+async def disable_collection(
+    request: Request, subscription_id: str, resource_group: str, collection_name: str
+) -> Response:
     return await _set_state(request, subscription_id, resource_group, collection_name, "Disabled")
 
 
@@ -202,4 +229,3 @@ async def list_collections_in_subscription(request: Request, subscription_id: st
 @router.get(RESOURCE_GROUP_LIST)
 async def list_collections_in_resource_group(request: Request, subscription_id: str, resource_group: str) -> Response:
     return await _list(request, subscription_id, resource_group)
-

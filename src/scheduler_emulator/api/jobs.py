@@ -29,7 +29,10 @@ from scheduler_emulator.store.models import JobCollectionRow, JobRow
 
 router = APIRouter()
 
-COLLECTION = "/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers/Microsoft.Scheduler/jobCollections/{collection_name}"
+COLLECTION = (
+    "/subscriptions/{subscription_id}/resourceGroups/{resource_group}"
+    "/providers/Microsoft.Scheduler/jobCollections/{collection_name}"
+)
 JOB = COLLECTION + "/jobs/{job_name}"
 MAX_DEFINITION_BYTES = 16 * 1024
 JOB_STATES = ("Enabled", "Disabled", "Completed", "Faulted")
@@ -73,8 +76,11 @@ def keep_omitted_secrets(new: dict[str, Any], old: dict[str, Any]) -> dict[str, 
             continue
         new_auth = (action.get("request") or {}).get("authentication")
         old_auth = (previous.get("request") or {}).get("authentication")
-        if isinstance(new_auth, dict) and isinstance(old_auth, dict) \
-                and str(new_auth.get("type", "")).lower() == str(old_auth.get("type", "")).lower():
+        if (
+            isinstance(new_auth, dict)
+            and isinstance(old_auth, dict)
+            and str(new_auth.get("type", "")).lower() == str(old_auth.get("type", "")).lower()
+        ):
             for secret in ("password", "pfx", "secret"):
                 if secret not in new_auth and secret in old_auth:
                     new_auth[secret] = old_auth[secret]
@@ -90,12 +96,17 @@ def check_definition(properties: JobProperties, limits: Limits, origin: datetime
     """Every plan, quota and time rule (400 or 409)."""
     retries = []
     auth_paths = []
-    for path, action in (("properties.action", properties.action), ("properties.action.errorAction", properties.action.error_action)):
+    for path, action in (
+        ("properties.action", properties.action),
+        ("properties.action.errorAction", properties.action.error_action),
+    ):
         if action is None:
             continue
         policy = action.retry_policy
         if policy is not None:
-            retries.append(RetrySpec(f"{path}.retryPolicy", policy.retry_type, policy.retry_count, policy.retry_interval))
+            retries.append(
+                RetrySpec(f"{path}.retryPolicy", policy.retry_type, policy.retry_count, policy.retry_interval)
+            )
         if action.authentication is not None and action.authentication.type != "NotSpecified":
             auth_paths.append(f"{path}.request.authentication")
     check_job(properties.timing(), origin, retries, auth_paths, limits)
@@ -103,9 +114,7 @@ def check_definition(properties: JobProperties, limits: Limits, origin: datetime
 
 def _add_certificate_details(raw: dict[str, Any], properties: JobProperties) -> None:
     """For ClientCertificate authentication, record what the pfx says (thumbprint, subject, expiry)."""
-    for (path, action), parsed in zip(
-        _actions(raw), (properties.action, properties.action.error_action), strict=False
-    ):
+    for (path, action), parsed in zip(_actions(raw), (properties.action, properties.action.error_action), strict=False):
         auth = parsed.authentication if parsed is not None else None
         if auth is None or auth.type != "ClientCertificate" or auth.pfx is None:
             continue
@@ -137,7 +146,9 @@ def _write(
     raw = merge_patch({}, raw)  # explicit nulls mean "omitted": never stored, never echoed
     raw.pop("status", None)
     if len(json.dumps(raw, separators=(",", ":"))) > MAX_DEFINITION_BYTES:
-        raise errors.request_too_large("job definition", MAX_DEFINITION_BYTES, len(json.dumps(raw, separators=(",", ":"))))
+        raise errors.request_too_large(
+            "job definition", MAX_DEFINITION_BYTES, len(json.dumps(raw, separators=(",", ":")))
+        )
     properties = validated(JobDefinitionIn, {"properties": raw}).properties
     limits = collection_limits_of(collection, floor)
     if existing is None:

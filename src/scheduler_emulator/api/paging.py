@@ -23,7 +23,10 @@ class Page:
 def page_of(request: Request) -> Page:
     """The requested page: ``$top`` 1..100 (default 100) items from ``$skip`` (default 0)."""
     params = request.query_params
-    return Page(skip=_integer(params.get("$skip"), "$skip", 0, None, 0), top=_integer(params.get("$top"), "$top", 1, MAX_TOP, MAX_TOP))
+    return Page(
+        skip=_integer(params.get("$skip"), "$skip", 0, None, 0),
+        top=_integer(params.get("$top"), "$top", 1, MAX_TOP, MAX_TOP),
+    )
 
 
 def _integer(raw: str | None, name: str, low: int, high: int | None, default: int) -> int:

@@ -33,7 +33,12 @@ MAX_URL_LENGTH = 2048
 MAX_BODY_BYTES = 1024 * 1024
 
 # Position → accepted canonical spellings, for each shape of ARM path (keyed by segment 2).
-_SUBSCRIPTION_SCOPE: dict[int, tuple[str, ...]] = {0: ("subscriptions",), 2: ("providers",), 3: ("Microsoft.Scheduler",), 4: ("jobCollections",)}
+_SUBSCRIPTION_SCOPE: dict[int, tuple[str, ...]] = {
+    0: ("subscriptions",),
+    2: ("providers",),
+    3: ("Microsoft.Scheduler",),
+    4: ("jobCollections",),
+}
 _RESOURCE_GROUP_SCOPE: dict[int, tuple[str, ...]] = {
     0: ("subscriptions",),
     2: ("resourceGroups",),
@@ -122,9 +127,21 @@ class ArmPipeline:
         route = getattr(scope.get("route"), "path", None) or "unmatched"
         method = scope.get("method", "")
         access_log.info(
-            "%s %s %d %.1f ms", method, scope.get("path"), status, seconds * 1000,
-            extra={"fields": {"request_id": request_id, "method": method, "path": scope.get("path"), "route": route,
-                              "status": status, "duration_ms": round(seconds * 1000, 2)}},
+            "%s %s %d %.1f ms",
+            method,
+            scope.get("path"),
+            status,
+            seconds * 1000,
+            extra={
+                "fields": {
+                    "request_id": request_id,
+                    "method": method,
+                    "path": scope.get("path"),
+                    "route": route,
+                    "status": status,
+                    "duration_ms": round(seconds * 1000, 2),
+                }
+            },
         )
         app = scope.get("app")
         metrics = getattr(getattr(app, "state", None), "metrics", None)
@@ -173,4 +190,6 @@ def install_error_handlers(app: FastAPI) -> None:
         first: dict[str, Any] = exc.errors()[0] if exc.errors() else {}
         loc = [str(p) for p in first.get("loc", ()) if p not in ("query", "path", "body")]
         target = ".".join(loc) or None
-        return errors.bad_request(f"The value of '{target}' is invalid: {first.get('msg', 'invalid')}", target).response()
+        return errors.bad_request(
+            f"The value of '{target}' is invalid: {first.get('msg', 'invalid')}", target
+        ).response()

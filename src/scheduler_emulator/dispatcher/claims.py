@@ -71,8 +71,9 @@ class _Decision:
     resumed: bool = False
 
 
-def claim_due_jobs(session: Session, owner: str, now: datetime, limit: int, skip_locked: bool,
-                   definitions: Definitions) -> list[Claim]:
+def claim_due_jobs(
+    session: Session, owner: str, now: datetime, limit: int, skip_locked: bool, definitions: Definitions
+) -> list[Claim]:
     """Lease up to ``limit`` due jobs and record the occurrence each will run (one INSERT for the batch,
     which the unique (job, expected time) key turns into a no-op for an occurrence recorded before, and
     one executemany UPDATE). The caller commits before firing."""
@@ -85,11 +86,19 @@ def claim_due_jobs(session: Session, owner: str, now: datetime, limit: int, skip
     inserted = store.insert_occurrences(session, [(d.row.id, d.expected, d.repeat) for d in new], owner, now)
     for decision in new:
         decision.occurrence_id = inserted.get((decision.row.id, decision.expected))
-    store.move_jobs_on(session, [
-        {"job_id": d.row.id, "next_time": d.next_time, "repeat": d.repeat if not d.resumed else d.row.repeat_count,
-         "run_requested_at": d.run_requested_at, "owner": owner if d.occurrence_id is not None else None}
-        for d in decisions
-    ])
+    store.move_jobs_on(
+        session,
+        [
+            {
+                "job_id": d.row.id,
+                "next_time": d.next_time,
+                "repeat": d.repeat if not d.resumed else d.row.repeat_count,
+                "run_requested_at": d.run_requested_at,
+                "owner": owner if d.occurrence_id is not None else None,
+            }
+            for d in decisions
+        ],
+    )
     return [
         Claim(
             job_id=d.row.id,
@@ -119,24 +128,49 @@ def _decide(session: Session, row: Any, owner: str, now: datetime, definitions: 
     if row.lease_owner is not None:  # its dispatcher's heartbeat stopped: take over what it left running
         occurrence = store.take_over_occurrence(session, row.id, owner, now)
         if occurrence is None:
-            store.move_jobs_on(session, [{"job_id": row.id, "next_time": row.next_execution_time,
-                                          "repeat": row.repeat_count, "run_requested_at": row.run_requested_at,
-                                          "owner": None}])
+            store.move_jobs_on(
+                session,
+                [
+                    {
+                        "job_id": row.id,
+                        "next_time": row.next_execution_time,
+                        "repeat": row.repeat_count,
+                        "run_requested_at": row.run_requested_at,
+                        "owner": None,
+                    }
+                ],
+            )
             return None
         occurrence_id, expected, repeat = occurrence
         # A scheduled occurrence is an instant of the series (next_execution_time has moved past it
         # already); a POST .../run is not.
         manual = rec.next_occurrence_after(properties.timing(), row.series_origin, expected - _TINY) != expected
-        return _Decision(row, properties, expected, repeat, Skipped(), manual, row.next_execution_time,
-                         row.run_requested_at, occurrence_id, resumed=True)
-    if row.next_execution_time is not None and row.next_execution_time <= now and row.state == "Enabled" \
-            and row.collection_state == "Enabled":
+        return _Decision(
+            row,
+            properties,
+            expected,
+            repeat,
+            Skipped(),
+            manual,
+            row.next_execution_time,
+            row.run_requested_at,
+            occurrence_id,
+            resumed=True,
+        )
+    if (
+        row.next_execution_time is not None
+        and row.next_execution_time <= now
+        and row.state == "Enabled"
+        and row.collection_state == "Enabled"
+    ):
         due = due_occurrence(properties.timing(), row.series_origin, row.next_execution_time, now)
-        return _Decision(row, properties, due.expected, row.repeat_count + 1, due.skipped, False, due.following,
-                         row.run_requested_at)
+        return _Decision(
+            row, properties, due.expected, row.repeat_count + 1, due.skipped, False, due.following, row.run_requested_at
+        )
     if row.run_requested_at is not None:
-        return _Decision(row, properties, row.run_requested_at, row.repeat_count + 1, Skipped(), True,
-                         row.next_execution_time, None)
+        return _Decision(
+            row, properties, row.run_requested_at, row.repeat_count + 1, Skipped(), True, row.next_execution_time, None
+        )
     return None
 
 
@@ -146,8 +180,9 @@ class Finish:
     state: str | None  # the job's new state, when it changed
 
 
-def finish_occurrence(session: Session, claim: Claim, owner: str, now: datetime, faulted: bool,
-                      max_occurrences: int | None) -> Finish | None:
+def finish_occurrence(
+    session: Session, claim: Claim, owner: str, now: datetime, faulted: bool, max_occurrences: int | None
+) -> Finish | None:
     """Close the occurrence, skip what came due meanwhile, move the job to Completed or Faulted when its
     series is over, and release the lease. None when the job was deleted meanwhile."""
     store.close_occurrence(session, claim.occurrence_id, now, "Faulted" if faulted else "Completed")

@@ -46,8 +46,9 @@ class Dispatcher:
     """Fires every due occurrence once. Start with :meth:`start`, stop with :meth:`stop`; call
     :meth:`wake` after any change that may make a job due earlier."""
 
-    def __init__(self, database: Database, clock: Clock, settings: Settings, actions: Actions,
-                 metrics: Metrics) -> None:
+    def __init__(
+        self, database: Database, clock: Clock, settings: Settings, actions: Actions, metrics: Metrics
+    ) -> None:
         self.database = database
         self.metrics = metrics
         self.recorder = BatchRecorder(database)
@@ -253,8 +254,9 @@ class Dispatcher:
             await self._postponed(claim, finish.postponed, downtime=False)
         self.wake()
 
-    async def _attempts(self, claim: Claim, action: ActionBase, plan: RetryPlan, action_name: str,
-                        execution_tag: str) -> tuple[bool, _Attempt | None]:
+    async def _attempts(
+        self, claim: Claim, action: ActionBase, plan: RetryPlan, action_name: str, execution_tag: str
+    ) -> tuple[bool, _Attempt | None]:
         """The first attempt and up to ``plan.retries`` retries, stopping at the first success. Every
         attempt but the last is recorded here; the last is returned unrecorded, for the caller to record
         with what follows (None when the job was deleted meanwhile)."""
@@ -279,25 +281,42 @@ class Dispatcher:
             self.metrics.attempts.labels(action.type, action_name, result).inc()
             if log.isEnabledFor(logging.INFO):
                 log.info(
-                    "job %s/%s %s attempt %d %s", claim.collection_name, claim.job_name, action_name, retry, result,
-                    extra={"fields": {
-                        "collection": claim.collection_name, "job": claim.job_name, "action_type": action.type,
-                        "action": action_name, "retry": retry, "repeat": claim.repeat_count, "outcome": result,
-                        "lateness_ms": round(lateness * 1000, 1),
-                        "duration_ms": round((ended - started).total_seconds() * 1000, 1),
-                    }},
+                    "job %s/%s %s attempt %d %s",
+                    claim.collection_name,
+                    claim.job_name,
+                    action_name,
+                    retry,
+                    result,
+                    extra={
+                        "fields": {
+                            "collection": claim.collection_name,
+                            "job": claim.job_name,
+                            "action_type": action.type,
+                            "action": action_name,
+                            "retry": retry,
+                            "repeat": claim.repeat_count,
+                            "outcome": result,
+                            "lateness_ms": round(lateness * 1000, 1),
+                            "duration_ms": round((ended - started).total_seconds() * 1000, 1),
+                        }
+                    },
                 )
-            attempt = _Attempt(claim.job_id, action_name == "MainAction", not outcome.succeeded, {
-                "history_id": history_id(ended),
-                "start_time": started,
-                "end_time": ended,
-                "expected_execution_time": claim.expected_time,
-                "action_name": action_name,
-                "status": result.replace("succeeded", "Completed").replace("failed", "Failed"),
-                "message": outcome.message,
-                "retry_count": retry,
-                "repeat_count": claim.repeat_count,
-            })
+            attempt = _Attempt(
+                claim.job_id,
+                action_name == "MainAction",
+                not outcome.succeeded,
+                {
+                    "history_id": history_id(ended),
+                    "start_time": started,
+                    "end_time": ended,
+                    "expected_execution_time": claim.expected_time,
+                    "action_name": action_name,
+                    "status": result.replace("succeeded", "Completed").replace("failed", "Failed"),
+                    "message": outcome.message,
+                    "retry_count": retry,
+                    "repeat_count": claim.repeat_count,
+                },
+            )
             if outcome.succeeded or retry == plan.retries:
                 return outcome.succeeded, attempt
             if not await self._db_patiently(attempt.record):
@@ -350,7 +369,9 @@ class Dispatcher:
         settings = self.settings
 
         def work(session: Session) -> None:
-            store.prune_history(session, settings.history_max_entries, now - timedelta(days=settings.history_max_age_days))
+            store.prune_history(
+                session, settings.history_max_entries, now - timedelta(days=settings.history_max_age_days)
+            )
             store.prune_finished(
                 session, now - timedelta(days=settings.finished_job_retention_days), now - timedelta(days=1)
             )

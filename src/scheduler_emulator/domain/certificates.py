@@ -27,9 +27,7 @@ def read_pfx(pfx_base64: str, password: str | None, path: str) -> CertificateInf
     except (binascii.Error, ValueError):
         raise FieldError(f"{path}.pfx", "is not base64-encoded PKCS#12 (pfx) data") from None
     try:
-        _key, certificate, _chain = pkcs12.load_key_and_certificates(
-            data, password.encode() if password else None
-        )
+        _key, certificate, _chain = pkcs12.load_key_and_certificates(data, password.encode() if password else None)
     except ValueError:
         raise FieldError(
             f"{path}.pfx", "could not be opened: the data is not PKCS#12 or the password is wrong"
@@ -41,4 +39,3 @@ def read_pfx(pfx_base64: str, password: str | None, path: str) -> CertificateInf
         subject_name=certificate.subject.rfc4514_string(),
         expiration=certificate.not_valid_after_utc.astimezone(UTC),
     )
-

@@ -12,7 +12,11 @@ from scheduler_emulator.domain import recurrence as rec
 MAX_COUNTED = 1000
 _TINY = timedelta(microseconds=1)
 _WINDOWS = (
-    timedelta(minutes=1), timedelta(hours=1), timedelta(days=1), timedelta(days=32), timedelta(days=367),
+    timedelta(minutes=1),
+    timedelta(hours=1),
+    timedelta(days=1),
+    timedelta(days=32),
+    timedelta(days=367),
     timedelta(days=3660),
 )
 
@@ -78,7 +82,9 @@ def due_occurrence(timing: rec.Timing, origin: datetime, next_time: datetime, no
     return Due(expected, skipped, rec.next_occurrence_after(timing, origin, expected))
 
 
-def after_busy(timing: rec.Timing, origin: datetime, next_time: datetime | None, now: datetime) -> tuple[Skipped, datetime | None]:
+def after_busy(
+    timing: rec.Timing, origin: datetime, next_time: datetime | None, now: datetime
+) -> tuple[Skipped, datetime | None]:
     """Instants that came due (from ``next_time`` up to ``now``) while an occurrence was still running or
     waiting to retry are skipped; returns them and the next instant after ``now``."""
     if next_time is None or next_time > now:

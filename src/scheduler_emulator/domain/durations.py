@@ -25,7 +25,9 @@ def parse_duration(text: str) -> timedelta:
     if iso:
         parts = {k: float(v) for k, v in iso.groupdict().items() if v is not None}
         return timedelta(
-            days=parts.get("years", 0) * 365 + parts.get("months", 0) * 30 + parts.get("weeks", 0) * 7
+            days=parts.get("years", 0) * 365
+            + parts.get("months", 0) * 30
+            + parts.get("weeks", 0) * 7
             + parts.get("days", 0),
             hours=parts.get("hours", 0),
             minutes=parts.get("minutes", 0),
@@ -36,12 +38,8 @@ def parse_duration(text: str) -> timedelta:
         hours, minutes = int(span["hours"]), int(span["minutes"])
         if hours > 23 or minutes > 59 or float(span["seconds"] or 0) >= 60:
             raise ValueError(f"'{text}' is not a valid duration: hours must be 0-23, minutes and seconds 0-59")
-        return timedelta(
-            days=int(span["days"] or 0), hours=hours, minutes=minutes, seconds=float(span["seconds"] or 0)
-        )
-    raise ValueError(
-        f"'{text}' is not a duration: use ISO-8601 (e.g. 'PT30S', 'P1D') or a TimeSpan (e.g. '00:00:30')"
-    )
+        return timedelta(days=int(span["days"] or 0), hours=hours, minutes=minutes, seconds=float(span["seconds"] or 0))
+    raise ValueError(f"'{text}' is not a duration: use ISO-8601 (e.g. 'PT30S', 'P1D') or a TimeSpan (e.g. '00:00:30')")
 
 
 def describe(delta: timedelta) -> str:

@@ -84,8 +84,11 @@ def check_job(
             "use a Standard or Premium job collection."
         )
     if recurrence is not None:
-        if limits.max_job_occurrence is not None and recurrence.count is not None \
-                and recurrence.count > limits.max_job_occurrence:
+        if (
+            limits.max_job_occurrence is not None
+            and recurrence.count is not None
+            and recurrence.count > limits.max_job_occurrence
+        ):
             raise Conflict(
                 f"The recurrence count {recurrence.count} exceeds the job collection's quota of "
                 f"{limits.max_job_occurrence} occurrences per job (properties.recurrence.count)."

@@ -41,8 +41,9 @@ class Database:
                 Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         elif self.dialect == "postgresql":
             url = url.replace("postgresql://", "postgresql+psycopg://", 1) if "+" not in url.split(":")[0] else url
-            kwargs.update(pool_size=10, max_overflow=20, pool_pre_ping=True, pool_timeout=10,
-                          connect_args={"connect_timeout": 5})
+            kwargs.update(
+                pool_size=10, max_overflow=20, pool_pre_ping=True, pool_timeout=10, connect_args={"connect_timeout": 5}
+            )
         self.engine: Engine = create_engine(url, **kwargs)
         if self.dialect == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)

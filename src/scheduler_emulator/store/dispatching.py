@@ -26,10 +26,21 @@ HISTORY = cast(Table, JobHistoryRow.__table__)
 OCCURRENCES = cast(Table, OccurrenceRow.__table__)
 
 _CLAIM_COLUMNS = (
-    JOBS.c.id, JOBS.c.name, JOBS.c.definition, JOBS.c.state, JOBS.c.version, JOBS.c.series_origin,
-    JOBS.c.next_execution_time, JOBS.c.run_requested_at, JOBS.c.repeat_count, JOBS.c.lease_owner,
-    JOBS.c.execution_count, COLLECTIONS.c.name.label("collection_name"), COLLECTIONS.c.location,
-    COLLECTIONS.c.sku, COLLECTIONS.c.properties.label("collection_properties"),
+    JOBS.c.id,
+    JOBS.c.name,
+    JOBS.c.definition,
+    JOBS.c.state,
+    JOBS.c.version,
+    JOBS.c.series_origin,
+    JOBS.c.next_execution_time,
+    JOBS.c.run_requested_at,
+    JOBS.c.repeat_count,
+    JOBS.c.lease_owner,
+    JOBS.c.execution_count,
+    COLLECTIONS.c.name.label("collection_name"),
+    COLLECTIONS.c.location,
+    COLLECTIONS.c.sku,
+    COLLECTIONS.c.properties.label("collection_properties"),
     COLLECTIONS.c.state.label("collection_state"),
 )
 
@@ -38,12 +49,21 @@ def due_jobs(session: Session, now: datetime, limit: int, skip_locked: bool, own
     """Rows of the jobs to claim now, earliest first: leased by a dispatcher whose heartbeat stopped, asked
     to run, or due and enabled. Three small index-backed queries rather than one OR that would scan every
     job. Our own leases are never "abandoned": those occurrences are still running here."""
-    alive = select(DispatcherRow.owner).where(DispatcherRow.owner == JOBS.c.lease_owner, DispatcherRow.expires_at >= now)
+    alive = select(DispatcherRow.owner).where(
+        DispatcherRow.owner == JOBS.c.lease_owner, DispatcherRow.expires_at >= now
+    )
     conditions = (
         (and_(JOBS.c.lease_owner.is_not(None), JOBS.c.lease_owner != owner, ~alive.exists()), JOBS.c.id),
         (and_(JOBS.c.run_requested_at.is_not(None), JOBS.c.lease_owner.is_(None)), JOBS.c.run_requested_at),
-        (and_(JOBS.c.next_execution_time <= now, JOBS.c.lease_owner.is_(None), JOBS.c.state == "Enabled",
-              COLLECTIONS.c.state == "Enabled"), JOBS.c.next_execution_time),
+        (
+            and_(
+                JOBS.c.next_execution_time <= now,
+                JOBS.c.lease_owner.is_(None),
+                JOBS.c.state == "Enabled",
+                COLLECTIONS.c.state == "Enabled",
+            ),
+            JOBS.c.next_execution_time,
+        ),
     )
     found: dict[int, Any] = {}
     for condition, order in conditions:
@@ -68,9 +88,13 @@ def move_jobs_on(session: Session, moves: list[dict[str, Any]]) -> None:
     executemany UPDATE (keys: job_id, next_time, repeat, run_requested_at, owner)."""
     if moves:
         session.execute(
-            update(JOBS).where(JOBS.c.id == bindparam("job_id")).values(
-                next_execution_time=bindparam("next_time"), repeat_count=bindparam("repeat"),
-                run_requested_at=bindparam("run_requested_at"), lease_owner=bindparam("owner"),
+            update(JOBS)
+            .where(JOBS.c.id == bindparam("job_id"))
+            .values(
+                next_execution_time=bindparam("next_time"),
+                repeat_count=bindparam("repeat"),
+                run_requested_at=bindparam("run_requested_at"),
+                lease_owner=bindparam("owner"),
             ),
             moves,
         )
@@ -92,14 +116,22 @@ def take_over_occurrence(session: Session, job_id: int, owner: str, now: datetim
 
 
 def close_occurrence(session: Session, occurrence_id: int, now: datetime, outcome: str) -> None:
-    session.execute(update(OCCURRENCES).where(OCCURRENCES.c.id == occurrence_id).values(finished_at=now, outcome=outcome))
+    session.execute(
+        update(OCCURRENCES).where(OCCURRENCES.c.id == occurrence_id).values(finished_at=now, outcome=outcome)
+    )
 
 
 def job_to_finish(session: Session, job_id: int) -> Any:
     """What finishing an occurrence needs to know of its job (None when it was deleted)."""
     return session.execute(
-        select(JOBS.c.version, JOBS.c.state, JOBS.c.lease_owner, JOBS.c.series_origin, JOBS.c.next_execution_time,
-               JOBS.c.repeat_count).where(JOBS.c.id == job_id)
+        select(
+            JOBS.c.version,
+            JOBS.c.state,
+            JOBS.c.lease_owner,
+            JOBS.c.series_origin,
+            JOBS.c.next_execution_time,
+            JOBS.c.repeat_count,
+        ).where(JOBS.c.id == job_id)
     ).first()
 
 
@@ -120,12 +152,20 @@ def announce_change(session: Session) -> None:
 
 def count_due(session: Session, now: datetime) -> int:
     """How many jobs are due (scheduled at or before ``now``, enabled) and not claimed yet."""
-    return session.scalar(
-        select(func.count()).select_from(JobRow)
-        .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
-        .where(JobRow.lease_owner.is_(None), JobRow.state == "Enabled", JobCollectionRow.state == "Enabled",
-               JobRow.next_execution_time <= now)
-    ) or 0
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(JobRow)
+            .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+            .where(
+                JobRow.lease_owner.is_(None),
+                JobRow.state == "Enabled",
+                JobCollectionRow.state == "Enabled",
+                JobRow.next_execution_time <= now,
+            )
+        )
+        or 0
+    )
 
 
 def next_wake_time(session: Session, owner: str, now: datetime) -> datetime | None:
@@ -135,9 +175,7 @@ def next_wake_time(session: Session, owner: str, now: datetime) -> datetime | No
         .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
         .where(JobRow.lease_owner.is_(None), JobRow.state == "Enabled", JobCollectionRow.state == "Enabled")
     )
-    requested = session.scalar(
-        select(func.min(JobRow.run_requested_at)).where(JobRow.lease_owner.is_(None))
-    )
+    requested = session.scalar(select(func.min(JobRow.run_requested_at)).where(JobRow.lease_owner.is_(None)))
     # Another dispatcher's heartbeat running out is when its leases can be taken over.
     lease = session.scalar(
         select(func.min(DispatcherRow.expires_at)).where(DispatcherRow.owner != owner, DispatcherRow.expires_at > now)
@@ -146,8 +184,9 @@ def next_wake_time(session: Session, owner: str, now: datetime) -> datetime | No
     return min(times) if times else None
 
 
-def insert_occurrences(session: Session, occurrences: list[tuple[int, datetime, int]], owner: str,
-                       now: datetime) -> dict[tuple[int, datetime], int]:
+def insert_occurrences(
+    session: Session, occurrences: list[tuple[int, datetime, int]], owner: str, now: datetime
+) -> dict[tuple[int, datetime], int]:
     """Record (job id, expected time, repeat count) occurrences in one statement; one already recorded is
     skipped by the unique key. Returns the new ones' ids by (job id, expected time)."""
     if not occurrences:
@@ -156,11 +195,19 @@ def insert_occurrences(session: Session, occurrences: list[tuple[int, datetime, 
     insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
     statement = (
         insert(OccurrenceRow)
-        .values([
-            {"job_id": job_id, "expected_time": expected, "repeat_count": repeat, "owner": owner,
-             "first_owner": owner, "claimed_at": now}
-            for job_id, expected, repeat in occurrences
-        ])
+        .values(
+            [
+                {
+                    "job_id": job_id,
+                    "expected_time": expected,
+                    "repeat_count": repeat,
+                    "owner": owner,
+                    "first_owner": owner,
+                    "claimed_at": now,
+                }
+                for job_id, expected, repeat in occurrences
+            ]
+        )
         .on_conflict_do_nothing(index_elements=["job_id", "expected_time"])
         .returning(OccurrenceRow.id, OccurrenceRow.job_id, OccurrenceRow.expected_time)
     )
@@ -174,12 +221,16 @@ def heartbeat(session: Session, owner: str, now: datetime, until: datetime) -> N
         session.add(DispatcherRow(owner=owner, started_at=now, expires_at=until))
 
 
-def record_attempt(session: Session, job_id: int, entry: dict[str, Any], counts_as_execution: bool,
-                   failed: bool) -> bool:
+def record_attempt(
+    session: Session, job_id: int, entry: dict[str, Any], counts_as_execution: bool, failed: bool
+) -> bool:
     """Store one history entry (JobHistoryRow's columns) and move the job's counters; False when the job
     was deleted."""
     if counts_as_execution:
-        values: dict[str, Any] = {"execution_count": JOBS.c.execution_count + 1, "last_execution_time": entry["start_time"]}
+        values: dict[str, Any] = {
+            "execution_count": JOBS.c.execution_count + 1,
+            "last_execution_time": entry["start_time"],
+        }
         if failed:
             values["failure_count"] = JOBS.c.failure_count + 1
         if not session.execute(update(JOBS).where(JOBS.c.id == job_id).values(**values)).rowcount:  # type: ignore[attr-defined]
@@ -213,8 +264,11 @@ def prune_history(session: Session, max_entries: int, older_than: datetime) -> i
 def prune_job_history(session: Session, job_id: int, max_entries: int) -> int:
     """Keep only the newest ``max_entries`` history entries of one job."""
     boundary = session.scalar(
-        select(JobHistoryRow.id).where(JobHistoryRow.job_id == job_id)
-        .order_by(JobHistoryRow.id.desc()).offset(max_entries - 1).limit(1)
+        select(JobHistoryRow.id)
+        .where(JobHistoryRow.job_id == job_id)
+        .order_by(JobHistoryRow.id.desc())
+        .offset(max_entries - 1)
+        .limit(1)
     )
     if boundary is None:
         return 0
@@ -226,12 +280,16 @@ def prune_finished(session: Session, finished_before: datetime, occurrences_befo
     """Delete Completed/Faulted jobs that finished before ``finished_before`` (with their history), and
     finished occurrence records claimed before ``occurrences_before``."""
     session.execute(
-        delete(OccurrenceRow).where(OccurrenceRow.finished_at.is_not(None), OccurrenceRow.claimed_at < occurrences_before)
+        delete(OccurrenceRow).where(
+            OccurrenceRow.finished_at.is_not(None), OccurrenceRow.claimed_at < occurrences_before
+        )
     )
-    session.execute(delete(DispatcherRow).where(
-        DispatcherRow.expires_at < occurrences_before,
-        ~select(JobRow.id).where(JobRow.lease_owner == DispatcherRow.owner).exists(),
-    ))
+    session.execute(
+        delete(DispatcherRow).where(
+            DispatcherRow.expires_at < occurrences_before,
+            ~select(JobRow.id).where(JobRow.lease_owner == DispatcherRow.owner).exists(),
+        )
+    )
     old = select(JobRow.id).where(JobRow.state.in_(FINAL_STATES), JobRow.finished_at < finished_before)
     ids = list(session.scalars(old))
     if not ids:

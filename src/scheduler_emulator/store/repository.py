@@ -42,8 +42,10 @@ def list_collections(
 
 
 def count_collections(session: Session, subscription: str, sku: str | None = None) -> int:
-    query = select(func.count()).select_from(JobCollectionRow).where(
-        JobCollectionRow.subscription_key == subscription.lower()
+    query = (
+        select(func.count())
+        .select_from(JobCollectionRow)
+        .where(JobCollectionRow.subscription_key == subscription.lower())
     )
     if sku is not None:
         query = query.where(JobCollectionRow.sku == sku)
@@ -51,14 +53,10 @@ def count_collections(session: Session, subscription: str, sku: str | None = Non
 
 
 def find_job(session: Session, collection: JobCollectionRow, name: str) -> JobRow | None:
-    return session.scalar(
-        select(JobRow).where(JobRow.collection_id == collection.id, JobRow.name_key == name.lower())
-    )
+    return session.scalar(select(JobRow).where(JobRow.collection_id == collection.id, JobRow.name_key == name.lower()))
 
 
-def list_jobs(
-    session: Session, collection: JobCollectionRow, state: str | None, skip: int, limit: int
-) -> list[JobRow]:
+def list_jobs(session: Session, collection: JobCollectionRow, state: str | None, skip: int, limit: int) -> list[JobRow]:
     query = select(JobRow).where(JobRow.collection_id == collection.id)
     if state is not None:
         query = query.where(JobRow.state == state)
@@ -76,9 +74,7 @@ def count_jobs(session: Session, collection: JobCollectionRow) -> int:
 def set_jobs_state(session: Session, collection: JobCollectionRow, state: str, now: datetime) -> list[JobRow]:
     """Set every job of the collection that is not Completed or Faulted to ``state``; returns those jobs."""
     jobs = list(
-        session.scalars(
-            select(JobRow).where(JobRow.collection_id == collection.id, JobRow.state.not_in(FINAL_STATES))
-        )
+        session.scalars(select(JobRow).where(JobRow.collection_id == collection.id, JobRow.state.not_in(FINAL_STATES)))
     )
     for job in jobs:
         job.state = state
@@ -118,4 +114,3 @@ def record_history(session: Session, job_id: int, entry: JobHistoryRow) -> JobHi
     entry.job_id = job_id
     session.add(entry)
     return entry
-

@@ -163,8 +163,9 @@ class TokenCache:
         self._tokens: dict[str, tuple[str, float]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def token(self, session: aiohttp.ClientSession, tenant: str, client_id: str, secret: str,
-                    audience: str) -> str:
+    async def token(
+        self, session: aiohttp.ClientSession, tenant: str, client_id: str, secret: str, audience: str
+    ) -> str:
         key = hashlib.sha256("\0".join((tenant, client_id, secret, audience)).encode()).hexdigest()
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
@@ -173,8 +174,12 @@ class TokenCache:
                 return cached[0]
             url = f"{self.authority}/{tenant}/oauth2/token"
             where = f"could not obtain a token for audience '{audience}' from {url}"
-            form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret,
-                    "resource": audience}
+            form = {
+                "grant_type": "client_credentials",
+                "client_id": client_id,
+                "client_secret": secret,
+                "resource": audience,
+            }
             try:
                 async with session.post(url, data=form) as response:
                     content = await response.read()

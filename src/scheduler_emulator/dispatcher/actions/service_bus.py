@@ -68,9 +68,16 @@ IDLE_CLOSE_SECONDS = 600.0  # an unused sender is closed after this long
 
 # The SDK's property names in its validation messages → the job definition's.
 _WIRE_NAMES = {
-    "content_type": "contentType", "correlation_id": "correlationId", "subject": "label", "message_id": "messageId",
-    "session_id": "sessionId", "partition_key": "partitionKey", "reply_to_session_id": "replyToSessionId",
-    "reply_to": "replyTo", "scheduled_enqueue_time_utc": "scheduledEnqueueTimeUtc", "time_to_live": "timeToLive",
+    "content_type": "contentType",
+    "correlation_id": "correlationId",
+    "subject": "label",
+    "message_id": "messageId",
+    "session_id": "sessionId",
+    "partition_key": "partitionKey",
+    "reply_to_session_id": "replyToSessionId",
+    "reply_to": "replyTo",
+    "scheduled_enqueue_time_utc": "scheduledEnqueueTimeUtc",
+    "time_to_live": "timeToLive",
 }
 _WIRE_NAME = re.compile(r"\b(" + "|".join(sorted(_WIRE_NAMES, key=len, reverse=True)) + r")\b")
 
@@ -121,8 +128,12 @@ def resolve_endpoint(namespace: str, endpoints: dict[str, str]) -> Endpoint:
         address = f"{host}:{port or PLAIN_PORT}"
         return Endpoint(host=address, endpoint=f"sb://{address}", emulator=True)
     if port and port != TLS_PORT:
-        return Endpoint(host=f"{host}:{port}", endpoint=f"sb://{host}", emulator=False,
-                        custom_endpoint_address=f"sb://{host}:{port}")
+        return Endpoint(
+            host=f"{host}:{port}",
+            endpoint=f"sb://{host}",
+            emulator=False,
+            custom_endpoint_address=f"sb://{host}:{port}",
+        )
     return Endpoint(host=host, endpoint=f"sb://{host}", emulator=False)
 
 
@@ -194,8 +205,9 @@ class _Target:
                 self.endpoint.connection_string(self.key_name, self.key), **options
             )
         except ValueError as exc:
-            raise SendFailure(f"the connection settings for namespace '{self.namespace}' are not valid: "
-                              f"{_scrub(str(exc), self.key)}") from None
+            raise SendFailure(
+                f"the connection settings for namespace '{self.namespace}' are not valid: {_scrub(str(exc), self.key)}"
+            ) from None
         if self.entity_kind == "queue":
             return client, client.get_queue_sender(self.entity)
         return client, client.get_topic_sender(self.entity)
@@ -283,8 +295,13 @@ class ServiceBusAction:
                 self._discard(link)
                 if attempt == 1 and reused and not _is_final(exc):
                     # most likely a connection the service or the network closed since the last send
-                    log.info("sender for %s '%s' of namespace '%s' failed (%s); reconnecting",
-                             target.entity_kind, target.entity, target.namespace, type(exc).__name__)
+                    log.info(
+                        "sender for %s '%s' of namespace '%s' failed (%s); reconnecting",
+                        target.entity_kind,
+                        target.entity,
+                        target.namespace,
+                        type(exc).__name__,
+                    )
                     continue
                 raise
             link.proven = True
@@ -325,8 +342,18 @@ async def _close_quietly(client: ServiceBusClient, sender: ServiceBusSender | No
 
 def _is_final(exc: Exception) -> bool:
     """Failures a fresh connection would not cure."""
-    return isinstance(exc, (ServiceBusAuthenticationError, ServiceBusAuthorizationError, MessagingEntityNotFoundError,
-                            MessagingEntityDisabledError, MessageSizeExceededError, ValueError, TypeError))
+    return isinstance(
+        exc,
+        (
+            ServiceBusAuthenticationError,
+            ServiceBusAuthorizationError,
+            MessagingEntityNotFoundError,
+            MessagingEntityDisabledError,
+            MessageSizeExceededError,
+            ValueError,
+            TypeError,
+        ),
+    )
 
 
 def _scrub(text: str, key: str) -> str:

@@ -135,8 +135,12 @@ class _SharedTransport(AsyncHttpTransport[Any, Any]):
     async def __aenter__(self) -> _SharedTransport:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None = None, exc_value: BaseException | None = None,
-                        traceback: TracebackType | None = None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
         pass
 
 
@@ -165,8 +169,11 @@ class StorageQueueAction:
         where = f"queue '{queue}' of account '{account}'"
         endpoint = self.endpoint_for(account)
         if endpoint is None:
-            return Outcome(False, f"{PREFIX}'{account}' is not a valid storage account name (3 to 24 lower-case "
-                                  "letters and digits) and the emulator has no endpoint mapped for it")
+            return Outcome(
+                False,
+                f"{PREFIX}'{account}' is not a valid storage account name (3 to 24 lower-case "
+                "letters and digits) and the emulator has no endpoint mapped for it",
+            )
         sas = normalize_sas(message.sas_token)
         if not sas:
             return Outcome(False, f"{PREFIX}the job's sasToken for {where} is empty")
@@ -175,18 +182,23 @@ class StorageQueueAction:
                 client = self._client(endpoint, queue, sas)
                 sent = await client.send_message(envelope(message.message, context))
         except TimeoutError:
-            return Outcome(False, f"{PREFIX}could not add the message to {where} at {endpoint}: "
-                                  f"no answer within {self.timeout:g} s")
+            return Outcome(
+                False,
+                f"{PREFIX}could not add the message to {where} at {endpoint}: no answer within {self.timeout:g} s",
+            )
         except HttpResponseError as exc:
             status, explanation = _describe_response(exc)
             text = f"{PREFIX}{status} from {where}" + (f": {explanation}" if explanation else "")
             return Outcome(False, redact(text, sas))
         except (ServiceRequestError, ServiceResponseError) as exc:
-            return Outcome(False, redact(f"{PREFIX}could not reach account '{account}' at {endpoint}: "
-                                         f"{_describe_connection(exc)}", sas))
+            return Outcome(
+                False,
+                redact(f"{PREFIX}could not reach account '{account}' at {endpoint}: {_describe_connection(exc)}", sas),
+            )
         except Exception as exc:  # noqa: BLE001 - any other failure is a failed attempt, not a crash
-            return Outcome(False, redact(f"{PREFIX}could not add the message to {where}: "
-                                         f"{type(exc).__name__}: {exc}", sas))
+            return Outcome(
+                False, redact(f"{PREFIX}could not add the message to {where}: {type(exc).__name__}: {exc}", sas)
+            )
         return Outcome(True, f"{PREFIX}message added to {where} (message id {sent.id})")
 
     def _client(self, endpoint: str, queue: str, sas: str) -> QueueClient:
