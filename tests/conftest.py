@@ -11,17 +11,32 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
+from target_server import TargetServer
 
+T = TypeVar("T")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PG_ADMIN_DSN = os.environ.get("SCHEDULER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 API = "2016-03-01"
+
+
+def wait_until(check: Callable[[], T], timeout: float, what: str | Callable[[], str]) -> T:
+    """Poll ``check`` until it returns something truthy and return that; AssertionError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            described = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {described}")
+        time.sleep(0.1)
 
 
 def unique(prefix: str) -> str:
@@ -209,3 +224,11 @@ class Names:
 @pytest.fixture
 def names() -> Names:
     return Names()
+
+
+@pytest.fixture
+def target() -> Iterator[TargetServer]:
+    """A recording HTTP target on loopback (see target_server.py), for one test."""
+    server = TargetServer().start()
+    yield server
+    server.stop()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import API, Names, ServerProcess
+from conftest import API, Names, ServerProcess, wait_until
 from target_server import TargetServer
 
 from scheduler_emulator.store.database import Database
@@ -19,12 +19,6 @@ from scheduler_emulator.store.models import JobRow
 
 PARAMS = {"api-version": API}
 
-
-@pytest.fixture
-def target() -> Iterator[TargetServer]:
-    server = TargetServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -68,13 +62,6 @@ def _history(client: httpx.Client, names: Names, job: str) -> list[dict]:
     return [entry["properties"] for entry in response.json()["value"]]
 
 
-def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
-
 
 def test_no_dispatcher_serves_the_api_but_fires_nothing(start, target: TargetServer) -> None:
     server = start("--no-dispatcher")
@@ -104,7 +91,7 @@ def test_action_timeout_fails_a_slow_attempt(start, target: TargetServer) -> Non
                 "retryPolicy": {"retryType": "None"},
             },
         )
-        _wait(lambda: len(_history(client, names, "slow")) == 1, 10, "the timed-out attempt")
+        wait_until(lambda: len(_history(client, names, "slow")) == 1, 10, "the timed-out attempt")
         entry = _history(client, names, "slow")[0]
     assert entry["status"] == "Failed"
     assert "timed out" in entry["message"]
@@ -127,7 +114,7 @@ def test_history_keeps_at_most_the_configured_entries(start, target: TargetServe
                 "retryPolicy": {"retryType": "Fixed", "retryCount": 5, "retryInterval": "PT1S"},
             },
         )
-        _wait(
+        wait_until(
             lambda: client.get(names.job_path("noisy"), params=PARAMS).json()["properties"]["state"] == "Faulted",
             20,
             "the job to fault",
@@ -164,14 +151,14 @@ def test_old_history_and_finished_jobs_are_removed(start, target: TargetServer) 
             recurrence={"frequency": "Day"},
         )
         assert client.post(names.job_path("recurring") + "/run", params=PARAMS).status_code == 200
-        _wait(lambda: len(_history(client, names, "recurring")) == 1, 10, "the manual run's history")
+        wait_until(lambda: len(_history(client, names, "recurring")) == 1, 10, "the manual run's history")
         assert client.get(names.job_path("done"), params=PARAMS).json()["properties"]["state"] == "Completed"
-        _wait(
+        wait_until(
             lambda: client.get(names.job_path("done"), params=PARAMS).status_code == 404,
             15,
             "the completed job to be removed",
         )
-        _wait(lambda: _history(client, names, "recurring") == [], 15, "the old history entry to be removed")
+        wait_until(lambda: _history(client, names, "recurring") == [], 15, "the old history entry to be removed")
         job = client.get(names.job_path("recurring"), params=PARAMS)
     assert job.status_code == 200  # an active job is never removed
     assert job.json()["properties"]["status"]["executionCount"] == 1
@@ -221,7 +208,7 @@ def test_a_crashed_dispatchers_occurrence_is_taken_over_after_its_lease(start, t
     second = start("--lease-seconds", "2")
     arrivals = target.wait_for(2, 20, "/slow")
     with second.client() as client:
-        _wait(lambda: len(_history(client, names, "inflight")) == 1, 15, "the resumed attempt's history")
+        wait_until(lambda: len(_history(client, names, "inflight")) == 1, 15, "the resumed attempt's history")
         entries = _history(client, names, "inflight")
         job = client.get(names.job_path("inflight"), params=PARAMS).json()
     # At-least-once: the occurrence in flight at the crash runs again, with the same expected time.

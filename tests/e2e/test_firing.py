@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres, unique
+from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres, unique, wait_until
 from sqlalchemy import select
 from target_server import Received, TargetServer
 
@@ -70,18 +70,6 @@ def sleep_until(moment: datetime) -> None:
     if delay > 0:
         time.sleep(min(delay, 300))
 
-
-def wait_until(check: Callable[[], T], timeout: float, what: str | Callable[[], str]) -> T:
-    """Poll ``check`` until it returns something truthy; AssertionError after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            described = what() if callable(what) else what
-            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {described}")
-        time.sleep(0.1)
 
 
 # --- the server under test ------------------------------------------------------------------------

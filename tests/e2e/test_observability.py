@@ -11,17 +11,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres
+from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres, wait_until
 from target_server import TargetServer
 
 PARAMS = {"api-version": API}
 
-
-@pytest.fixture
-def target() -> Iterator[TargetServer]:
-    server = TargetServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -37,13 +31,6 @@ def start(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     for server in servers:
         server.stop()
 
-
-def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def _create(client: httpx.Client, names: Names, job: str, action: dict, **properties: object) -> None:
@@ -99,7 +86,7 @@ def test_health_is_503_while_the_database_is_away(start) -> None:
             assert api.json()["error"]["code"] == "ServiceUnavailable"
             with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
                 admin.execute(f'ALTER DATABASE "{database.name}" ALLOW_CONNECTIONS true')
-            _wait(lambda: client.get("/_emulator/health").status_code == 200, 15, "health to recover")
+            wait_until(lambda: client.get("/_emulator/health").status_code == 200, 15, "health to recover")
             assert client.get(names.collection_path, params=PARAMS).status_code == 200
         server.stop()
     finally:
@@ -123,8 +110,8 @@ def test_metrics_move_when_a_job_fires(start, target: TargetServer) -> None:
                 "retryPolicy": {"retryType": "Fixed", "retryCount": 1, "retryInterval": "PT1S"},
             },
         )
-        _wait(lambda: len(target.requests("/fail")) == 2 and len(target.requests("/ok")) == 1, 15, "the fires")
-        _wait(lambda: _metric(client.get("/metrics").text, "scheduler_occurrences_in_flight") == 0, 10, "idle")
+        wait_until(lambda: len(target.requests("/fail")) == 2 and len(target.requests("/ok")) == 1, 15, "the fires")
+        wait_until(lambda: _metric(client.get("/metrics").text, "scheduler_occurrences_in_flight") == 0, 10, "idle")
         after = client.get("/metrics").text
     assert (
         _metric(after, "scheduler_occurrences_fired_total") - _metric(before.text, "scheduler_occurrences_fired_total")
@@ -161,7 +148,7 @@ def test_attempts_log_job_action_outcome_and_lateness(start, target: TargetServe
     with server.client() as client:
         _create(client, names, "logged", {"type": "Http", "request": {"uri": target.url("/x"), "method": "GET"}})
         target.wait_for(1, 10, "/x")
-        _wait(
+        wait_until(
             lambda: client.get(names.job_path("logged"), params=PARAMS).json()["properties"]["state"] == "Completed",
             10,
             "completion",

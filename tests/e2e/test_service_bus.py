@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,7 +19,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 from amqp_peer import AmqpPeer
-from conftest import API, Backend, Names, ServerProcess, unique
+from conftest import API, Backend, Names, ServerProcess, unique, wait_until
 
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
 from scheduler_emulator.dispatcher.actions.service_bus import Endpoint, ServiceBusAction, resolve_endpoint
@@ -36,16 +35,6 @@ WRONG_KEY = "d3Jvbmcta2V5LXRoYXQtd2lsbC1ub3QtdmVyaWZ5LWF0LWFsbA=="
 ACTION_TIMEOUT = 5.0
 NO_RETRY = {"retryType": "None"}
 
-
-def wait_until(check: Callable[[], T | None], timeout: float, what: Callable[[], str]) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what()}")
-        time.sleep(0.1)
 
 
 class Emulator:

@@ -14,7 +14,7 @@ import re
 import time
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -23,7 +23,7 @@ from urllib.parse import parse_qs
 import httpx
 import pytest
 from azurite import ACCOUNT, Azurite, closed_port, start_azurite
-from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres, unique
+from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres, unique, wait_until
 
 from scheduler_emulator.dispatcher.actions import FireContext
 from scheduler_emulator.dispatcher.actions.storage_queue import (
@@ -142,16 +142,6 @@ def iso(moment: datetime) -> str:
 def parse(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
-
-def wait_until(check: Callable[[], T | None], timeout: float, what: Callable[[], str]) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what()}")
-        time.sleep(0.1)
 
 
 def signature(sas: str) -> str:
