@@ -172,6 +172,20 @@ def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         database.drop()
 
 
+@pytest.fixture(scope="module")
+def own_database(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A fresh database of the backend's kind for a module that starts its own emulator: the session
+    ``server`` runs a dispatcher too, and must not see (and fire) that module's jobs."""
+    if backend.name == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('own-sqlite') / 'scheduler.db'}"
+        return
+    database = PostgresDatabase().create()
+    try:
+        yield database.url
+    finally:
+        database.drop()
+
+
 @pytest.fixture(scope="session")
 def server(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A running HTTPS server (self-signed certificate) on the backend's store."""

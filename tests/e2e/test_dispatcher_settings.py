@@ -20,7 +20,6 @@ from scheduler_emulator.store.models import JobRow
 PARAMS = {"api-version": API}
 
 
-
 @pytest.fixture
 def start(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     servers: list[ServerProcess] = []
@@ -60,7 +59,6 @@ def _history(client: httpx.Client, names: Names, job: str) -> list[dict]:
     response = client.get(names.job_path(job) + "/history", params=PARAMS)
     assert response.status_code == 200, response.text
     return [entry["properties"] for entry in response.json()["value"]]
-
 
 
 def test_no_dispatcher_serves_the_api_but_fires_nothing(start, target: TargetServer) -> None:

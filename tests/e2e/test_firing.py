@@ -71,7 +71,6 @@ def sleep_until(moment: datetime) -> None:
         time.sleep(min(delay, 300))
 
 
-
 # --- the server under test ------------------------------------------------------------------------
 
 

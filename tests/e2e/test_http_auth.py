@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 
 import httpx
 import pytest
-from conftest import API, Backend, Names, ServerProcess
+from conftest import API, Names, ServerProcess
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -146,7 +146,7 @@ def token_endpoint() -> Iterator[TargetServer]:
 
 @pytest.fixture(scope="module")
 def emulator(
-    backend: Backend,
+    own_database: str,
     tls_target: MutualTlsServer,
     token_endpoint: TargetServer,
     tmp_path_factory: pytest.TempPathFactory,
@@ -162,7 +162,7 @@ def emulator(
             "--data-dir",
             str(data),
             "--database-url",
-            backend.database_url,
+            own_database,
             "--log-level",
             "warning",
             "--min-retry-interval",

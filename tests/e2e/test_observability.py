@@ -17,7 +17,6 @@ from target_server import TargetServer
 PARAMS = {"api-version": API}
 
 
-
 @pytest.fixture
 def start(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     servers: list[ServerProcess] = []
@@ -30,7 +29,6 @@ def start(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     yield start_server
     for server in servers:
         server.stop()
-
 
 
 def _create(client: httpx.Client, names: Names, job: str, action: dict, **properties: object) -> None:

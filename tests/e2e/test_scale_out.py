@@ -62,7 +62,6 @@ def processes(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
         server.stop()
 
 
-
 def insert_due_jobs(
     database_url: str, names: Names, prefix: str, count: int, first: datetime, window: float, uri: str
 ) -> None:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 from amqp_peer import AmqpPeer
-from conftest import API, Backend, Names, ServerProcess, unique, wait_until
+from conftest import API, Names, ServerProcess, unique, wait_until
 
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
 from scheduler_emulator.dispatcher.actions.service_bus import Endpoint, ServiceBusAction, resolve_endpoint
@@ -36,11 +36,10 @@ ACTION_TIMEOUT = 5.0
 NO_RETRY = {"retryType": "None"}
 
 
-
 class Emulator:
     """The emulator process of one backend and an HTTP client for its API."""
 
-    def __init__(self, backend: Backend, data_dir: Path, peer: AmqpPeer) -> None:
+    def __init__(self, database_url: str, data_dir: Path, peer: AmqpPeer) -> None:
         self.process = ServerProcess(
             [
                 "--port",
@@ -48,7 +47,7 @@ class Emulator:
                 "--data-dir",
                 str(data_dir),
                 "--database-url",
-                backend.database_url,
+                database_url,
                 "--log-level",
                 "info",
                 "--min-retry-interval",
@@ -146,8 +145,8 @@ def peer() -> Iterator[AmqpPeer]:
 
 
 @pytest.fixture(scope="module")
-def emulator(backend: Backend, peer: AmqpPeer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
-    emulator = Emulator(backend, tmp_path_factory.mktemp("servicebus-data"), peer)
+def emulator(own_database: str, peer: AmqpPeer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    emulator = Emulator(own_database, tmp_path_factory.mktemp("servicebus-data"), peer)
     try:
         yield emulator
     finally:

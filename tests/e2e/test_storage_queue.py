@@ -143,7 +143,6 @@ def parse(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-
 def signature(sas: str) -> str:
     """The ``sig`` value of a SAS token, as it appears in the token (URL-encoded)."""
     return parse_qs(sas.removeprefix("?"))["sig"][0]
