@@ -53,7 +53,7 @@ def due_jobs(session: Session, now: datetime, limit: int, skip_locked: bool, own
         DispatcherRow.owner == JOBS.c.lease_owner, DispatcherRow.expires_at >= now
     )
     conditions = (
-        (and_(JOBS.c.lease_owner.is_not(None), JOBS.c.lease_owner != owner, ~alive.exists()), JOBS.c.id),
+        (and_(JOBS.c.lease_owner.is_not(None), JOBS.c.lease_owner != owner, ~alive.exists()), JOBS.c.lease_owner),
         (and_(JOBS.c.run_requested_at.is_not(None), JOBS.c.lease_owner.is_(None)), JOBS.c.run_requested_at),
         (
             and_(
@@ -170,12 +170,25 @@ def count_due(session: Session, now: datetime) -> int:
 
 def next_wake_time(session: Session, owner: str, now: datetime) -> datetime | None:
     """The earliest instant at which a job becomes claimable (a scheduled time or a lease expiry)."""
+    # ORDER BY … LIMIT 1 rather than min(): both databases then walk the index and stop at the first match.
     scheduled = session.scalar(
-        select(func.min(JobRow.next_execution_time))
-        .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
-        .where(JobRow.lease_owner.is_(None), JobRow.state == "Enabled", JobCollectionRow.state == "Enabled")
+        select(JOBS.c.next_execution_time)
+        .join_from(JOBS, COLLECTIONS, JOBS.c.collection_id == COLLECTIONS.c.id)
+        .where(
+            JOBS.c.next_execution_time.is_not(None),
+            JOBS.c.lease_owner.is_(None),
+            JOBS.c.state == "Enabled",
+            COLLECTIONS.c.state == "Enabled",
+        )
+        .order_by(JOBS.c.next_execution_time)
+        .limit(1)
     )
-    requested = session.scalar(select(func.min(JobRow.run_requested_at)).where(JobRow.lease_owner.is_(None)))
+    requested = session.scalar(
+        select(JOBS.c.run_requested_at)
+        .where(JOBS.c.run_requested_at.is_not(None), JOBS.c.lease_owner.is_(None))
+        .order_by(JOBS.c.run_requested_at)
+        .limit(1)
+    )
     # Another dispatcher's heartbeat running out is when its leases can be taken over.
     lease = session.scalar(
         select(func.min(DispatcherRow.expires_at)).where(DispatcherRow.owner != owner, DispatcherRow.expires_at > now)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -66,8 +66,20 @@ class JobRow(Base):
     __table_args__ = (
         UniqueConstraint("collection_id", "name_key"),
         Index("ix_jobs_next_execution_time", "next_execution_time"),
-        Index("ix_jobs_run_requested_at", "run_requested_at"),
-        Index("ix_jobs_lease_owner", "lease_owner"),
+        # Partial: only the few rows that have a value, so that "IS NULL" (nearly every job) never
+        # tempts a planner into walking these indexes instead of the due-time one.
+        Index(
+            "ix_jobs_run_requested_at",
+            "run_requested_at",
+            sqlite_where=text("run_requested_at IS NOT NULL"),
+            postgresql_where=text("run_requested_at IS NOT NULL"),
+        ),
+        Index(
+            "ix_jobs_lease_owner",
+            "lease_owner",
+            sqlite_where=text("lease_owner IS NOT NULL"),
+            postgresql_where=text("lease_owner IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
