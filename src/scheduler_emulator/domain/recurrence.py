@@ -40,6 +40,8 @@ eligible months without a match; nothing is produced after local day 9999-12-30.
 
 from __future__ import annotations
 
+import functools
+
 import calendar
 from bisect import bisect_left, bisect_right
 from collections import Counter
@@ -176,7 +178,10 @@ class _Plan:
     end: datetime | None  # local, inclusive
 
 
+@functools.lru_cache(maxsize=4096)
 def _plan(timing: Timing, origin: datetime) -> _Plan:
+    # Cached: compiling a schedule costs far more than walking it, and the dispatcher asks about the
+    # same few series over and over (Timing and datetimes are immutable and hashable).
     reference = timing.start_time if timing.start_time is not None else origin
     offset = reference.utcoffset() or timedelta(0)
     origin_local = _local(origin, offset)
