@@ -277,3 +277,28 @@ def test_a_postgresql_restart_mid_run_is_survived(postgres, processes, target) -
         assert client.get(names.job_path("r199"), params=PARAMS).json()["properties"]["state"] == "Completed"
     fired = fired_paths(target, "r")
     assert len(fired) == 200 and max(fired.values()) == 1
+
+
+def test_an_api_process_wakes_dispatcher_processes_through_listen_notify(postgres, tmp_path, target) -> None:
+    """A job created through an API-only process fires at once from a dispatcher-only process that
+    would otherwise not look for work for 60 s: the wake-up crossed processes (NOTIFY)."""
+    started: list[ServerProcess] = []
+    try:
+        common = ["--port", "0", "--data-dir", str(tmp_path), "--database-url", postgres.url, "--log-level", "warning"]
+        api = ServerProcess([*common, "--no-dispatcher"]).start()
+        started.append(api)
+        started.append(ServerProcess([*common, "--no-api", "--poll-interval", "60"]).start())
+        time.sleep(2)  # the dispatcher has registered, found nothing due, and sleeps for a minute
+        names = Names()
+        with api.client() as client:
+            assert client.put(names.collection_path, params=PARAMS, json={"location": "westus"}).status_code == 201
+            body = {
+                "properties": {"action": {"type": "Http", "request": {"uri": target.url("/notify"), "method": "GET"}}}
+            }
+            assert client.put(names.job_path("now"), params=PARAMS, json=body).status_code == 201
+            created = time.monotonic()
+            target.wait_for(1, 10, "/notify")
+            assert time.monotonic() - created < 5
+    finally:
+        for server in started:
+            server.stop()
