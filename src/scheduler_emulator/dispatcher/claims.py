@@ -178,6 +178,7 @@ def _decide(session: Session, row: Any, owner: str, now: datetime, definitions: 
 class Finish:
     postponed: Skipped  # instants that came due while this occurrence was busy
     state: str | None  # the job's new state, when it changed
+    next_time: datetime | None  # when the job is next due (None: not scheduled)
 
 
 def finish_occurrence(
@@ -205,4 +206,4 @@ def finish_occurrence(
             values["state"] = new_state
             values["finished_at"] = now
     store.update_job(session, claim.job_id, values)
-    return Finish(postponed, new_state)
+    return Finish(postponed, new_state, values.get("next_execution_time", job.next_execution_time))

@@ -56,6 +56,7 @@ class Dispatcher:
         self._limits: dict[tuple[str, str], Limits] = {}
         self._stopping = False
         self._stopped = asyncio.Event()
+        self._sleeping_until: datetime | None = None  # when the loop next looks for due work by itself
         self._wakeups: PostgresWakeups | None = None
         self.clock = clock
         self.settings = settings
@@ -147,6 +148,7 @@ class Dispatcher:
         while True:
             try:
                 self._wake.clear()
+                self._sleeping_until = None  # awake: any change may matter
                 now = self.clock.now()
 
                 def claim_batch(session: Session, now: datetime = now) -> list[Claim]:
@@ -164,6 +166,7 @@ class Dispatcher:
                 delay = poll.total_seconds()
                 if wake_at is not None:
                     delay = min(delay, max(0.0, (wake_at - self.clock.now()).total_seconds()))
+                self._sleeping_until = self.clock.now() + timedelta(seconds=delay)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -252,7 +255,10 @@ class Dispatcher:
         finish = await self._db_patiently(close)
         if finish is not None and finish.postponed.count:
             await self._postponed(claim, finish.postponed, downtime=False)
-        self.wake()
+        if finish is not None and finish.next_time is not None and (
+            self._sleeping_until is None or finish.next_time < self._sleeping_until
+        ):
+            self.wake()  # the job is due again before the loop planned to look
 
     async def _attempts(
         self, claim: Claim, action: ActionBase, plan: RetryPlan, action_name: str, execution_tag: str
