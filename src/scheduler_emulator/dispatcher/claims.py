@@ -4,6 +4,7 @@ finishing occurrences. The hot path reads and writes plain rows (SQLAlchemy Core
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -181,29 +182,72 @@ class Finish:
     next_time: datetime | None  # when the job is next due (None: not scheduled)
 
 
-def finish_occurrence(
-    session: Session, claim: Claim, owner: str, now: datetime, faulted: bool, max_occurrences: int | None
-) -> Finish | None:
-    """Close the occurrence, skip what came due meanwhile, move the job to Completed or Faulted when its
-    series is over, and release the lease. None when the job was deleted meanwhile."""
-    store.close_occurrence(session, claim.occurrence_id, now, "Faulted" if faulted else "Completed")
-    job = store.job_to_finish(session, claim.job_id)
-    if job is None:
-        return None
+@dataclass(frozen=True)
+class Completion:
+    """The end of one occurrence, written with others in one batch (see complete_occurrences)."""
+
+    claim: Claim
+    attempt: dict[str, Any] | None  # the last attempt's history entry, not yet recorded
+    counts_as_execution: bool  # the attempt was the main action's (moves executionCount)
+    failed: bool
+    count_fault: bool  # add one to faultedCount
+    faulted: bool
+    max_occurrences: int | None
+
+
+def complete_occurrences(
+    session: Session, completions: Sequence[Completion], owner: str, now: datetime, history_max: int
+) -> list[Finish | None]:
+    """For each completion: record its last attempt, close the occurrence, skip what came due meanwhile,
+    move the job to Completed or Faulted when its series is over, and release the lease — a few
+    executemany statements for the whole batch. None for a job deleted meanwhile."""
+    jobs = store.jobs_to_finish(session, [c.claim.job_id for c in completions])
+    store.add_attempts(
+        session,
+        [
+            (c.claim.job_id, c.attempt, c.counts_as_execution, c.failed)
+            for c in completions
+            if c.attempt is not None and c.claim.job_id in jobs
+        ],
+    )
+    store.add_faults(session, [c.claim.job_id for c in completions if c.count_fault and c.claim.job_id in jobs])
+    store.close_occurrences(
+        session, [(c.claim.occurrence_id, "Faulted" if c.faulted else "Completed") for c in completions], now
+    )
+    results: list[Finish | None] = []
+    updates = []
+    for completion in completions:
+        job = jobs.get(completion.claim.job_id)
+        if job is None:
+            results.append(None)
+            continue
+        finish, values = _finish(completion, job, owner, now)
+        updates.append(values)
+        results.append(finish)
+        if completion.claim.executions + 1 >= history_max // 2:  # only long-lived jobs can outgrow it
+            store.prune_job_history(session, completion.claim.job_id, history_max)
+    store.finish_jobs(session, updates)
+    return results
+
+
+def _finish(completion: Completion, job: Any, owner: str, now: datetime) -> tuple[Finish, dict[str, Any]]:
+    claim = completion.claim
+    values = {
+        "job_id": claim.job_id,
+        "owner": None if job.lease_owner == owner else job.lease_owner,
+        "next_time": job.next_execution_time,
+        "state": job.state,
+        "finished_at": job.finished_at,
+    }
     postponed = Skipped()
     new_state = None
-    values: dict[str, Any] = {}
-    if job.lease_owner == owner:
-        values["lease_owner"] = None
     if job.version == claim.version and job.state == "Enabled":  # the definition did not change meanwhile
         postponed, next_time = after_busy(claim.properties.timing(), job.series_origin, job.next_execution_time, now)
-        if max_occurrences is not None and job.repeat_count >= max_occurrences:
+        if completion.max_occurrences is not None and job.repeat_count >= completion.max_occurrences:
             next_time = None
-        if next_time != job.next_execution_time:
-            values["next_execution_time"] = next_time
+        values["next_time"] = next_time
         if next_time is None and not claim.manual:
-            new_state = "Faulted" if (claim.properties.recurrence is None and faulted) else "Completed"
+            new_state = "Faulted" if (claim.properties.recurrence is None and completion.faulted) else "Completed"
             values["state"] = new_state
             values["finished_at"] = now
-    store.update_job(session, claim.job_id, values)
-    return Finish(postponed, new_state, values.get("next_execution_time", job.next_execution_time))
+    return Finish(postponed, new_state, values["next_time"]), values

@@ -9,7 +9,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -20,7 +20,14 @@ from sqlalchemy.orm import Session
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext
-from scheduler_emulator.dispatcher.claims import Claim, Definitions, Finish, claim_due_jobs, finish_occurrence
+from scheduler_emulator.dispatcher.claims import (
+    Claim,
+    Completion,
+    Definitions,
+    Finish,
+    claim_due_jobs,
+    complete_occurrences,
+)
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.recorder import BatchRecorder
 from scheduler_emulator.dispatcher.wakeups import PostgresWakeups
@@ -53,6 +60,7 @@ class Dispatcher:
         self.metrics = metrics
         self.recorder = BatchRecorder(database)
         self.definitions = Definitions()
+        self._complete = self._complete_batch  # one object, so a batch's completions group together
         self._limits: dict[tuple[str, str], Limits] = {}
         self._stopping = False
         self._stopped = asyncio.Event()
@@ -118,13 +126,16 @@ class Dispatcher:
         return await asyncio.to_thread(run)
 
     async def _db_patiently(self, work: Callable[[Session], T]) -> T:
-        """Run ``work`` in a batched transaction (see recorder.py), riding out a database outage (restart,
-        failover) for up to ``OUTAGE_PATIENCE``:
-        what an attempt did must be recorded, not lost."""
+        """Run ``work`` in a batched transaction (see recorder.py), patiently (see ``_patiently``)."""
+        return await self._patiently(lambda: self.recorder.submit(work))
+
+    async def _patiently(self, write: Callable[[], Awaitable[T]]) -> T:
+        """Perform ``write``, riding out a database outage (restart, failover) for up to
+        ``OUTAGE_PATIENCE``: what an attempt did must be recorded, not lost."""
         pause, waited = 0.25, 0.0
         while True:
             try:
-                return await self.recorder.submit(work)
+                return await write()
             except (OperationalError, PoolTimeout):
                 if waited >= OUTAGE_PATIENCE or self._stopping:
                     raise
@@ -238,27 +249,31 @@ class Dispatcher:
             count_fault = False
         else:
             count_fault = faulted
-        prune = claim.executions + 1 >= self.settings.history_max_entries // 2
-        final = last
-
-        def close(session: Session) -> Finish | None:
-            # The last attempt's record, the fault count and the occurrence's end share one transaction.
-            if final is not None and not final.record(session):
-                return None
-            if count_fault:
-                store.add_faulted(session, claim.job_id)
-            finish = finish_occurrence(session, claim, self.owner, self.clock.now(), faulted, limits.max_job_occurrence)
-            if prune:
-                store.prune_job_history(session, claim.job_id, self.settings.history_max_entries)
-            return finish
-
-        finish = await self._db_patiently(close)
+        completion = Completion(
+            claim=claim,
+            attempt=last.entry if last is not None else None,
+            counts_as_execution=last.counts_as_execution if last is not None else False,
+            failed=last.failed if last is not None else False,
+            count_fault=count_fault,
+            faulted=faulted,
+            max_occurrences=limits.max_job_occurrence,
+        )
+        # The last attempt's record, the fault count and the occurrence's end share one transaction, and
+        # the batch's completions share a handful of executemany statements.
+        finish = await self._patiently(lambda: self.recorder.submit_grouped(self._complete, completion))
         if finish is not None and finish.postponed.count:
             await self._postponed(claim, finish.postponed, downtime=False)
-        if finish is not None and finish.next_time is not None and (
-            self._sleeping_until is None or finish.next_time < self._sleeping_until
+        if (
+            finish is not None
+            and finish.next_time is not None
+            and (self._sleeping_until is None or finish.next_time < self._sleeping_until)
         ):
             self.wake()  # the job is due again before the loop planned to look
+
+    def _complete_batch(self, session: Session, completions: Sequence[Completion]) -> list[Finish | None]:
+        return complete_occurrences(
+            session, completions, self.owner, self.clock.now(), self.settings.history_max_entries
+        )
 
     async def _attempts(
         self, claim: Claim, action: ActionBase, plan: RetryPlan, action_name: str, execution_tag: str

@@ -40,9 +40,8 @@ eligible months without a match; nothing is produced after local day 9999-12-30.
 
 from __future__ import annotations
 
-import functools
-
 import calendar
+import functools
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator

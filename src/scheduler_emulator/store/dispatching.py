@@ -115,29 +115,92 @@ def take_over_occurrence(session: Session, job_id: int, owner: str, now: datetim
     return row.id, row.expected_time, row.repeat_count
 
 
-def close_occurrence(session: Session, occurrence_id: int, now: datetime, outcome: str) -> None:
-    session.execute(
-        update(OCCURRENCES).where(OCCURRENCES.c.id == occurrence_id).values(finished_at=now, outcome=outcome)
+_CLOSE_OCCURRENCE = (
+    update(OCCURRENCES)
+    .where(OCCURRENCES.c.id == bindparam("b_id"))
+    .values(finished_at=bindparam("b_now", type_=OCCURRENCES.c.finished_at.type), outcome=bindparam("b_outcome"))
+)
+_ADD_COUNTS = (
+    update(JOBS)
+    .where(JOBS.c.id == bindparam("b_id"))
+    .values(
+        execution_count=JOBS.c.execution_count + bindparam("b_exec"),
+        failure_count=JOBS.c.failure_count + bindparam("b_fail"),
+        last_execution_time=func.coalesce(
+            bindparam("b_last", type_=JOBS.c.last_execution_time.type), JOBS.c.last_execution_time
+        ),
     )
+)
+_ADD_FAULT = update(JOBS).where(JOBS.c.id == bindparam("b_id")).values(faulted_count=JOBS.c.faulted_count + 1)
+_FINISH_JOB = (
+    update(JOBS)
+    .where(JOBS.c.id == bindparam("job_id"))
+    .values(
+        lease_owner=bindparam("owner"),
+        next_execution_time=bindparam("next_time", type_=JOBS.c.next_execution_time.type),
+        state=bindparam("state"),
+        finished_at=bindparam("finished_at", type_=JOBS.c.finished_at.type),
+    )
+)
 
 
-def job_to_finish(session: Session, job_id: int) -> Any:
-    """What finishing an occurrence needs to know of its job (None when it was deleted)."""
-    return session.execute(
+def close_occurrences(session: Session, outcomes: list[tuple[int, str]], now: datetime) -> None:
+    """Mark occurrences (id, outcome) finished now."""
+    if outcomes:
+        session.execute(_CLOSE_OCCURRENCE, [{"b_id": i, "b_now": now, "b_outcome": o} for i, o in outcomes])
+
+
+def jobs_to_finish(session: Session, job_ids: list[int]) -> dict[int, Any]:
+    """What finishing occurrences needs to know of their jobs, by id (deleted jobs are absent), locked."""
+    rows = session.execute(
         select(
+            JOBS.c.id,
             JOBS.c.version,
             JOBS.c.state,
             JOBS.c.lease_owner,
             JOBS.c.series_origin,
             JOBS.c.next_execution_time,
             JOBS.c.repeat_count,
-        ).where(JOBS.c.id == job_id)
-    ).first()
+            JOBS.c.finished_at,
+        )
+        .where(JOBS.c.id.in_(job_ids))
+        .order_by(JOBS.c.id)
+        # Locked until the batch commits, so an API write (disable, PATCH) is never overwritten with what
+        # was read before it; in id order, so that concurrent batches cannot deadlock on each other.
+        .with_for_update()
+    )
+    return {row.id: row for row in rows}
 
 
-def update_job(session: Session, job_id: int, values: dict[str, Any]) -> None:
+def add_attempts(session: Session, attempts: list[tuple[int, dict[str, Any], bool, bool]]) -> None:
+    """Record attempts (job id, history entry, counts as an execution, failed): counters and history."""
+    if not attempts:
+        return
+    session.execute(
+        _ADD_COUNTS,
+        [
+            {
+                "b_id": job_id,
+                "b_exec": int(counts),
+                "b_fail": int(counts and failed),
+                "b_last": entry["start_time"] if counts else None,
+            }
+            for job_id, entry, counts, failed in attempts
+        ],
+    )
+    session.execute(insert(HISTORY), [{"job_id": job_id, **entry} for job_id, entry, _, _ in attempts])
+
+
+def add_faults(session: Session, job_ids: list[int]) -> None:
+    if job_ids:
+        session.execute(_ADD_FAULT, [{"b_id": job_id} for job_id in job_ids])
+
+
+def finish_jobs(session: Session, values: list[dict[str, Any]]) -> None:
+    """Write finished occurrences' jobs: lease, next due time, state (keys: job_id, owner, next_time,
+    state, finished_at)."""
     if values:
-        session.execute(update(JOBS).where(JOBS.c.id == job_id).values(**values))
+        session.execute(_FINISH_JOB, values)
 
 
 WAKE_CHANNEL = "scheduler_emulator_wake"
