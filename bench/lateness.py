@@ -78,7 +78,8 @@ def start_emulator(database_url: str | None, data_dir: str) -> tuple[subprocess.
 async def create_jobs(base: str, target: str, jobs: int, due_at: datetime, window: float) -> None:
     root = f"{base}/subscriptions/bench/resourceGroups/bench/providers/Microsoft.Scheduler/jobCollections/bench"
     async with httpx.AsyncClient(timeout=30) as client:
-        created = await client.put(root, params=API, json={"location": "westus", "properties": {"sku": {"name": "P20Premium"}}})
+        collection = {"location": "westus", "properties": {"sku": {"name": "P20Premium"}}}
+        created = await client.put(root, params=API, json=collection)
         created.raise_for_status()
         semaphore = asyncio.Semaphore(8)
 

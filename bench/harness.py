@@ -1,0 +1,549 @@
+"""Shared pieces of the benchmark: the nginx target, emulator processes, PostgreSQL databases, seeding the
+store directly, /proc readings and the access-log analysis. Everything listens on 127.0.0.1 only, and every
+wait here is bounded by a deadline."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+PYTHON = sys.executable
+PG_ADMIN_URL = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+API = {"api-version": "2016-03-01"}
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+ON_TIME_SECONDS = 1.0  # SPEC §6: "aim: well under a second late"
+
+
+# -- time and due instants --------------------------------------------------------------------------
+
+
+def isoformat_z(moment: datetime) -> str:
+    """The form the emulator writes (domain.clock.isoformat_z), so every system sends the same header."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def due_instant(t0_us: int, window_us: int, index: int, count: int) -> datetime:
+    """Job ``index`` of ``count`` is due uniformly over [t0, t0 + window): integer microseconds, so every
+    process computes exactly the same instant."""
+    return EPOCH + timedelta(microseconds=t0_us + window_us * index // count)
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+# -- /proc ---------------------------------------------------------------------------------------------
+
+
+def proc_status_kb(pid: int, key: str) -> int | None:
+    """A kB value of /proc/PID/status (VmHWM = peak RSS, VmRSS = current RSS); None if the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    match = re.search(rf"^{key}:\s+(\d+) kB", text, re.M)
+    return int(match.group(1)) if match else None
+
+
+def proc_cpu_seconds(pid: int) -> float | None:
+    """utime + stime of the process (all its threads), in seconds."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """(busy, total) CPU jiffies of the whole machine, all cores (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
+def machine_busy_pct(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """How busy the machine was between two readings, in % of one core (0 … 100 × cores)."""
+    total = after[1] - before[1]
+    return 100.0 * (os.cpu_count() or 1) * (after[0] - before[0]) / total if total > 0 else 0.0
+
+
+class Quiet:
+    """Waits (bounded per call and in total) for other work on the shared machine to calm down before a
+    measurement, so runs are comparable; reports what it saw."""
+
+    def __init__(self, threshold_pct: float, max_wait: float, budget: float) -> None:
+        self.threshold, self.max_wait, self.budget = threshold_pct, max_wait, budget
+
+    def wait(self) -> tuple[float, float]:
+        """(seconds waited, machine busy % in the last 2 s sample)."""
+        began = time.monotonic()
+        limit = min(self.max_wait, self.budget)
+        while True:
+            before = machine_jiffies()
+            time.sleep(2.0)
+            busy = machine_busy_pct(before, machine_jiffies())
+            waited = time.monotonic() - began
+            if busy <= self.threshold or waited >= limit:
+                self.budget = max(0.0, self.budget - waited)
+                return waited, busy
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
+
+
+def stop_process(process: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
+    """Signal one process we started and wait for it; kill it if it does not stop in time."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(sig)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
+# -- nginx: the target ------------------------------------------------------------------------------
+
+NGINX_CONF = """\
+worker_processes 1;
+worker_rlimit_nofile 16384;
+error_log {dir}/error.log warn;
+pid {dir}/nginx.pid;
+events {{ worker_connections 8192; }}
+http {{
+    client_body_temp_path {dir}/tmp/body;
+    proxy_temp_path {dir}/tmp/proxy;
+    fastcgi_temp_path {dir}/tmp/fastcgi;
+    uwsgi_temp_path {dir}/tmp/uwsgi;
+    scgi_temp_path {dir}/tmp/scgi;
+    log_format bench '$msec|$request_uri|$http_x_ms_scheduler_expected_execution_time|$status';
+    access_log {dir}/access.log bench buffer=256k flush=1s;
+    keepalive_requests 1000000;
+    keepalive_timeout 75s;
+    default_type text/plain;
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location / {{ return 200 "ok"; }}
+    }}
+}}
+"""
+
+
+class Nginx:
+    """nginx (the Debian package) in the foreground on a free port, logging arrival time ($msec) and the
+    x-ms-scheduler-expected-execution-time header of every request."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def access_log(self) -> Path:
+        return self.dir / "access.log"
+
+    def start(self) -> None:
+        (self.dir / "tmp").mkdir(parents=True, exist_ok=True)
+        self.dir.chmod(0o755)
+        self.port = free_port()
+        conf = self.dir / "nginx.conf"
+        conf.write_text(NGINX_CONF.format(dir=self.dir, port=self.port))
+        self.process = subprocess.Popen(
+            ["nginx", "-e", str(self.dir / "error.log"), "-c", str(conf), "-p", str(self.dir), "-g", "daemon off;"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_for_port(self.port, 10)
+        except RuntimeError:
+            self.stop()
+            raise RuntimeError("nginx did not start: " + (self.dir / "error.log").read_text()[-2000:]) from None
+
+    def lines(self) -> int:
+        """Requests logged so far (the log buffer is flushed at least every second)."""
+        try:
+            with self.access_log.open("rb") as f:
+                return f.read().count(b"\n")
+        except OSError:
+            return 0
+
+    def stop(self) -> None:
+        """Graceful stop (SIGQUIT): nginx flushes the log buffer before it exits."""
+        if self.process is not None:
+            stop_process(self.process, signal.SIGQUIT, 15)
+
+    def arrivals(self) -> list[tuple[float, str, str]]:
+        """(arrival epoch seconds, request URI, expected-time header) of every logged request."""
+        out = []
+        with contextlib.suppress(OSError), self.access_log.open() as f:
+            for line in f:
+                parts = line.rstrip("\n").split("|")
+                if len(parts) >= 3:
+                    out.append((float(parts[0]), parts[1], parts[2]))
+        return out
+
+
+# -- the access-log analysis -----------------------------------------------------------------------
+
+
+@dataclass
+class FireStats:
+    jobs: int
+    fired: int  # distinct expected fires that arrived by the deadline
+    achieved: float  # fires/s from the first due instant to the last first-arrival
+    on_time: float  # share of the jobs that arrived at most ON_TIME_SECONDS late
+    p50_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
+    missed: int
+    duplicates: int
+    unexpected: int
+    late_after_deadline: int
+
+
+def percentile(sorted_values: list[float], share: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * share))]
+
+
+def parse_expected(header: str) -> int | None:
+    """The expected-time header as integer microseconds since the epoch."""
+    try:
+        moment = datetime.fromisoformat(header.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - EPOCH) // timedelta(microseconds=1)
+
+
+def analyse(arrivals: list[tuple[float, str, str]], t0_us: int, window_us: int, count: int,
+            deadline: float) -> FireStats:
+    """Match arrivals against the N expected (job path, expected instant) pairs. A pair seen twice is a
+    duplicate; a pair never seen by ``deadline`` is missed."""
+    expected = {f"/fire/{i}": due_instant(t0_us, window_us, i, count) for i in range(count)}
+    expected_us = {path: (moment - EPOCH) // timedelta(microseconds=1) for path, moment in expected.items()}
+    first: dict[str, float] = {}
+    seen: dict[tuple[str, int | None], int] = {}
+    unexpected = late_after = 0
+    for arrived, uri, header in arrivals:
+        key = (uri, parse_expected(header))
+        seen[key] = seen.get(key, 0) + 1
+        if expected_us.get(uri) != key[1]:
+            unexpected += 1
+            continue
+        if arrived > deadline:
+            late_after += 1
+            continue
+        if uri not in first or arrived < first[uri]:
+            first[uri] = arrived
+    duplicates = sum(n - 1 for n in seen.values() if n > 1)
+    lateness = sorted((first[uri] - expected_us[uri] / 1e6) for uri in first)
+    t0 = t0_us / 1e6
+    span = (max(first.values()) - t0) if first else 0.0
+    fired = len(first)
+    return FireStats(
+        jobs=count,
+        fired=fired,
+        achieved=fired / max(span, window_us / 1e6) if fired else 0.0,
+        on_time=sum(1 for x in lateness if x <= ON_TIME_SECONDS) / count,
+        p50_ms=statistics.median(lateness) * 1000 if lateness else None,
+        p99_ms=percentile(lateness, 0.99) * 1000 if lateness else None,
+        max_ms=lateness[-1] * 1000 if lateness else None,
+        missed=count - fired,
+        duplicates=duplicates,
+        unexpected=unexpected,
+        late_after_deadline=late_after,
+    )
+
+
+def drain(nginx: Nginx, count: int, window_end: float, hard_stop: float, stall: float = 30.0) -> float:
+    """Wait until all ``count`` requests were logged (plus a moment for duplicates), progress stalls, or
+    ``hard_stop`` (epoch seconds). Returns the deadline used for 'missed'."""
+    last, changed = -1, time.time()
+    while True:
+        now = time.time()
+        if now >= hard_stop:
+            return hard_stop
+        time.sleep(0.5)
+        lines = nginx.lines()
+        now = time.time()
+        if lines != last:
+            last, changed = lines, now
+        if now > window_end and lines >= count and now - changed >= 2.5:
+            return now
+        if now > window_end + 5 and now - changed >= stall:
+            return now
+
+
+# -- emulator processes -----------------------------------------------------------------------------
+
+
+class Emulator:
+    """One ``python -m scheduler_emulator`` process; its output goes to a log file."""
+
+    def __init__(self, data_dir: Path, database_url: str | None, *extra: str) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = data_dir
+        self.log_path = data_dir / f"emulator-{uuid.uuid4().hex[:6]}.log"
+        self.args = [PYTHON, "-m", "scheduler_emulator", "--port", "0", "--data-dir", str(data_dir),
+                     "--log-level", "warning", "--log-format", "text", *extra]
+        if database_url:
+            self.args += ["--database-url", database_url]
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url = ""
+        self.spawned_at = 0.0
+        self.listening_at = 0.0
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def spawn(self) -> None:
+        self.spawned_at = time.time()
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def wait_listening(self, timeout: float = 60.0) -> str:
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log_path.read_text(errors="replace")
+            if match := re.search(r"Listening on (\S+)", text):
+                self.listening_at = time.time()
+                self.url = match.group(1)
+                return self.url
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"emulator did not start:\n{self.log_tail()}")
+
+    def start(self, timeout: float = 60.0) -> str:
+        self.spawn()
+        return self.wait_listening(timeout)
+
+    def log_tail(self, chars: int = 3000) -> str:
+        with contextlib.suppress(OSError):
+            return self.log_path.read_text(errors="replace")[-chars:]
+        return ""
+
+    def errors_logged(self) -> list[str]:
+        """Lines of the log that look like errors (tracebacks, ERROR records)."""
+        return [line for line in self.log_tail(200_000).splitlines()
+                if "Traceback" in line or " ERROR " in line or "Error:" in line][:20]
+
+    def stop(self, timeout: float = 40.0) -> None:
+        if self.process is not None:
+            stop_process(self.process, signal.SIGTERM, timeout)
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------------
+
+
+def create_pg_database() -> str:
+    import psycopg
+
+    name = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+
+
+def drop_pg_database(url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# -- seeding the emulator's store -------------------------------------------------------------------
+
+SUBSCRIPTION = "00000000-0000-0000-0000-00000000bench"
+RESOURCE_GROUP = "bench"
+TEMPLATE = "bench-template"
+JOBS_PER_COLLECTION = 1000  # the P20Premium plan's limit, kept although rows are written directly
+
+
+def arm_root(base: str) -> str:
+    return f"{base}/subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.Scheduler"
+
+
+def make_template(data_dir: Path, database_url: str, target: str) -> None:
+    """Start the emulator once without its dispatcher (this migrates the schema) and create one collection
+    and one job through the API, so the rows cloned below carry whatever the current code stores."""
+    import httpx
+
+    emulator = Emulator(data_dir, database_url, "--no-dispatcher")
+    base = emulator.start()
+    try:
+        with httpx.Client(timeout=30) as client:
+            root = f"{arm_root(base)}/jobCollections/{TEMPLATE}"
+            client.put(root, params=API, json={
+                "location": "westus", "properties": {"sku": {"name": "P20Premium"}}}).raise_for_status()
+            start = isoformat_z(datetime.now(UTC) + timedelta(hours=1))
+            client.put(f"{root}/jobs/template", params=API, json={"properties": {
+                "startTime": start, "action": {"type": "Http", "request": {"uri": target, "method": "GET"}}}}
+            ).raise_for_status()
+    finally:
+        emulator.stop()
+
+
+def _columns(row: Any) -> dict[str, Any]:
+    from sqlalchemy import inspect
+
+    return {attr.columns[0].name: getattr(row, attr.key) for attr in inspect(type(row)).column_attrs}
+
+
+def seed_jobs(database_url: str, due: list[datetime], uri_of: Any, batch: int = 5000) -> float:
+    """Clone the template into ceil(N/1000) collections of one-time Http GET jobs, job i due at ``due[i]``
+    with the URI ``uri_of(i)``; remove the template. Returns the seconds spent."""
+    from sqlalchemy import delete, insert, select
+
+    from scheduler_emulator.store.database import Database
+    from scheduler_emulator.store.models import JobCollectionRow, JobRow
+
+    began = time.monotonic()
+    database = Database(database_url)
+    try:
+        with database.session() as session:
+            collection = session.scalars(select(JobCollectionRow).where(JobCollectionRow.name == TEMPLATE)).one()
+            job = session.scalars(select(JobRow).where(JobRow.collection_id == collection.id)).one()
+            collection_values, job_values = _columns(collection), _columns(job)
+            template_ids = (collection.id, job.id)
+        for values in (collection_values, job_values):
+            values.pop("id")
+        moment = datetime.now(UTC)
+        collections = [
+            {**collection_values, "name": f"bench-{c:04d}", "name_key": f"bench-{c:04d}",
+             "created_at": moment, "updated_at": moment}
+            for c in range((len(due) + JOBS_PER_COLLECTION - 1) // JOBS_PER_COLLECTION)
+        ]
+        with database.engine.begin() as conn:
+            conn.execute(insert(JobCollectionRow), collections)
+            ids = dict(conn.execute(select(JobCollectionRow.name, JobCollectionRow.id)
+                                    .where(JobCollectionRow.name.like("bench-0%"))).tuples().all())
+        definition = job_values["definition"]
+        for start in range(0, len(due), batch):
+            rows = []
+            for i in range(start, min(start + batch, len(due))):
+                when = due[i]
+                body = copy.deepcopy(definition)
+                body["startTime"] = isoformat_z(when)
+                body["action"]["request"]["uri"] = uri_of(i)
+                name = f"job-{i:07d}"
+                rows.append({**job_values, "collection_id": ids[f"bench-{i // JOBS_PER_COLLECTION:04d}"],
+                             "name": name, "name_key": name, "definition": body, "next_execution_time": when,
+                             "series_origin": min(moment, when), "created_at": moment, "updated_at": moment})
+            with database.engine.begin() as conn:
+                conn.execute(insert(JobRow), rows)
+        with database.engine.begin() as conn:
+            conn.execute(delete(JobRow).where(JobRow.id == template_ids[1]))
+            conn.execute(delete(JobCollectionRow).where(JobCollectionRow.id == template_ids[0]))
+    finally:
+        database.dispose()
+    return time.monotonic() - began
+
+
+def wait_for_history(database_url: str, fires: int, timeout: float) -> tuple[int, float]:
+    """Poll the history table until it holds ``fires`` rows (or ``timeout`` passes): (rows, seconds waited)."""
+    from sqlalchemy import func, select
+
+    from scheduler_emulator.store.database import Database
+    from scheduler_emulator.store.models import JobHistoryRow
+
+    database = Database(database_url)
+    began = time.monotonic()
+    rows = -1
+    try:
+        while True:
+            with contextlib.suppress(Exception), database.session() as session:
+                rows = session.scalar(select(func.count()).select_from(JobHistoryRow)) or 0
+            waited = time.monotonic() - began
+            if rows >= fires or waited >= timeout:
+                return rows, waited
+            time.sleep(1.0)
+    finally:
+        database.dispose()
+
+
+def history_counts(database_url: str) -> dict[str, int]:
+    """History rows by status (what the dispatcher persisted)."""
+    from sqlalchemy import func, select
+
+    from scheduler_emulator.store.database import Database
+    from scheduler_emulator.store.models import JobHistoryRow
+
+    database = Database(database_url)
+    try:
+        with database.session() as session:
+            return dict(session.execute(
+                select(JobHistoryRow.status, func.count()).group_by(JobHistoryRow.status)).tuples().all())
+    finally:
+        database.dispose()
+
+
+@dataclass
+class Measured:
+    """One fire-rate run of one system."""
+
+    system: str
+    demand: float
+    stats: FireStats | None = None
+    history: str = "—"
+    peak_rss_mb: float | None = None
+    cpu_s: float | None = None
+    setup_s: float | None = None
+    margin_s: float | None = None  # seconds between 'ready' and the first due instant
+    history_lag_s: float | None = None  # from the end of the drain until every fire had its history row
+    box_busy_pct: float | None = None  # whole-machine CPU from the first due instant to the deadline (of 100 × cores)
+    load: str = ""
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def dump_json(path: Path, payload: Any) -> None:
+    path.write_text(json.dumps(payload, indent=2, default=str))

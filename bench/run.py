@@ -1,0 +1,730 @@
+"""The benchmark suite: fire rate and lateness, API throughput, million-job start-up — one command.
+
+    python bench/run.py            # everything (12-17 min on 2 cores); writes bench/results.md
+    python bench/run.py --quick    # a short smoke run (~5 min)
+    python bench/run.py --scenarios fire --systems sqlite,pg1 --rates 1000
+    python bench/run.py --scenarios profile   # py-spy of the dispatcher at the top rate
+
+See bench/README.md for what each number means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import harness as h
+
+try:
+    import scheduler_emulator  # noqa: F401
+except ImportError:  # not the project's virtualenv: re-run under it
+    VENV_PYTHON = h.ROOT / ".venv" / "bin" / "python"
+    if VENV_PYTHON.exists() and Path(sys.prefix).resolve() != VENV_PYTHON.parent.parent.resolve():
+        os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), *sys.argv])
+    raise
+
+SYSTEMS = {
+    "plain": "plain asyncio loop (ceiling)",
+    "aps": "APScheduler 3.11, SQLAlchemyJobStore/SQLite",
+    "sqlite": "emulator, SQLite",
+    "pg1": "emulator, PostgreSQL ×1",
+    "pg3": "emulator, PostgreSQL ×3",
+}
+EMULATOR_SYSTEMS = ("sqlite", "pg1", "pg3")
+
+
+def log(message: str) -> None:
+    print(f"[{datetime.now().strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# -- fire rate --------------------------------------------------------------------------------------
+
+
+class Lead:
+    """How far ahead of 'now' the first due instant is put: long enough to seed the store and start the
+    processes (learnt from the runs so far, so a loaded machine gets more), not so long that runs idle."""
+
+    seed_rate = {"sqlite": 15_000.0, "pg": 8_000.0, "aps": 6_000.0, "plain": 1e9}  # rows/s
+    startup = {"sqlite": 4.0, "pg1": 4.0, "pg3": 7.0, "aps": 3.0, "plain": 2.0}  # seconds
+
+    @classmethod
+    def seconds(cls, system: str, jobs: int) -> float:
+        return 2.0 + jobs / cls.seed_rate[backend(system)] + cls.startup[system]
+
+    @classmethod
+    def observe(cls, system: str, jobs: int, seed_s: float | None, startup_s: float | None) -> None:
+        if seed_s:
+            cls.seed_rate[backend(system)] = min(cls.seed_rate[backend(system)], jobs / seed_s)
+        if startup_s:
+            cls.startup[system] = max(cls.startup[system], 1.3 * startup_s)
+
+
+def backend(system: str) -> str:
+    return "pg" if system.startswith("pg") else system
+
+
+def run_fire(system: str, jobs: int, window: float, opts: argparse.Namespace,
+             profile_to: Path | None = None) -> h.Measured:
+    """One run; run again once (with the lead learnt from the first) if setup overran the first due instant."""
+    result = run_fire_once(system, jobs, window, opts, profile_to)
+    if result.error is None and (result.margin_s or 0) < 0.2:
+        log(f"  setup overran the lead by {-(result.margin_s or 0):.1f} s; running again with a longer lead")
+        result = run_fire_once(system, jobs, window, opts, profile_to)
+    return result
+
+
+def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespace,
+                  profile_to: Path | None = None) -> h.Measured:
+    demand = jobs / window
+    result = h.Measured(SYSTEMS[system], demand)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-fire-"))
+    nginx = h.Nginx(tmp / "nginx")
+    processes: list[subprocess.Popen[bytes]] = []
+    emulators: list[h.Emulator] = []
+    pg_url = None
+    window_us = int(window * 1e6)
+    try:
+        nginx.start()
+        target = nginx.base_url
+        began = time.monotonic()
+        if system in EMULATOR_SYSTEMS:
+            url = f"sqlite:///{tmp / 'store' / 'scheduler.db'}"
+            if system != "sqlite":
+                url = pg_url = h.create_pg_database()
+            h.make_template(tmp / "template", url, f"{target}/fire/template")
+            t0_us = h.now_us() + int(Lead.seconds(system, jobs) * 1e6)
+            due = [h.due_instant(t0_us, window_us, i, jobs) for i in range(jobs)]
+            seed_s = h.seed_jobs(url, due, lambda i: f"{target}/fire/{i}")
+            del due
+            emulators = [h.Emulator(tmp / f"dispatcher{k}", url) for k in range(3 if system == "pg3" else 1)]
+            for emulator in emulators:
+                emulator.spawn()
+            for emulator in emulators:
+                emulator.wait_listening()
+            Lead.observe(system, jobs, seed_s, max(e.listening_at for e in emulators) - emulators[0].spawned_at)
+            pids = [e.pid for e in emulators]
+        else:
+            t0_us = h.now_us() + int(Lead.seconds(system, jobs) * 1e6)
+            spawned = time.time()
+            script = "plain_loop.py" if system == "plain" else "aps_bench.py"
+            args = [h.PYTHON, str(h.BENCH_DIR / script), "--target", target, "--t0-us", str(t0_us),
+                    "--window-us", str(window_us), "--jobs", str(jobs), "--max-seconds", str(window + 400)]
+            if system == "aps":
+                args += ["--db", str(tmp / "aps.sqlite")]
+            out = (tmp / f"{system}.log").open("w+b")
+            processes.append(subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=h.BENCH_DIR))
+            deadline = time.monotonic() + Lead.seconds(system, jobs) + 60
+            while b"ready" not in (tmp / f"{system}.log").read_bytes():
+                if processes[0].poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{script} did not start: {(tmp / f'{system}.log').read_text()[-2000:]}")
+                time.sleep(0.05)
+            Lead.observe(system, jobs, None, time.time() - spawned)
+            pids = [processes[0].pid]
+        t0 = t0_us / 1e6
+        result.setup_s = time.monotonic() - began
+        result.margin_s = t0 - time.time()
+        if result.margin_s < 0.2:
+            result.notes.append(f"setup overran the lead by {-result.margin_s:.1f} s")
+        cpu_before = sum(h.proc_cpu_seconds(pid) or 0.0 for pid in pids)
+        result.load = h.loadavg()
+        profiler = None
+        if profile_to is not None:
+            profiler = start_profiler(pids[0], profile_to, max(1.0, t0 - time.time()) + min(window, 10.0))
+        time.sleep(max(0.0, t0 - time.time()))
+        box_before = h.machine_jiffies()
+        deadline = h.drain(nginx, jobs, t0 + window, t0 + window + opts.drain)
+        result.box_busy_pct = h.machine_busy_pct(box_before, h.machine_jiffies())
+        if emulators:  # the dispatcher records history behind the fires: give it time to catch up (bounded)
+            time.sleep(1.2)  # nginx flushes its log every second
+            _, result.history_lag_s = h.wait_for_history(url, nginx.lines(), opts.history_wait)
+        peaks = [h.proc_status_kb(pid, "VmHWM") or 0 for pid in pids]
+        result.peak_rss_mb = max(peaks) / 1024
+        if len(peaks) > 1:
+            result.notes.append("peak RSS per process " + "/".join(f"{p / 1024:.0f}" for p in peaks) + " MB")
+        result.cpu_s = sum(h.proc_cpu_seconds(pid) or 0.0 for pid in pids) - cpu_before
+        if profiler is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                profiler.wait(30)
+            h.stop_process(profiler)
+        for emulator in emulators:  # stop them together
+            if emulator.process is not None:
+                emulator.process.terminate()
+        for emulator in emulators:
+            emulator.stop()
+            for line in emulator.errors_logged()[:3]:
+                result.notes.append(f"emulator log: {line.strip()[:160]}")
+        for process in processes:
+            h.stop_process(process)
+        nginx.stop()
+        arrivals = nginx.arrivals()
+        result.stats = h.analyse(arrivals, t0_us, window_us, jobs, deadline)
+        if result.stats.unexpected:
+            result.notes.append(f"{result.stats.unexpected} request(s) matched no expected fire")
+        if result.stats.late_after_deadline:
+            result.notes.append(f"{result.stats.late_after_deadline} fire(s) arrived after the drain deadline")
+        if system in EMULATOR_SYSTEMS:
+            try:
+                counts = h.history_counts(url)
+            except Exception as exc:  # e.g. the shared PostgreSQL restarted under us
+                counts = {}
+                result.notes.append(f"history not counted: {type(exc).__name__}: {str(exc)[:120]}")
+            completed = counts.get("Completed", 0)
+            valid = len(arrivals) - result.stats.unexpected
+            result.history = f"{completed:,}" + (" ✓" if completed == valid else f" ≠ {valid:,} fired")
+            if result.history_lag_s is not None and result.history_lag_s >= 1.0:
+                result.history += f" (+{result.history_lag_s:.0f} s)"
+            other = {k: v for k, v in counts.items() if k != "Completed"}
+            if other:
+                result.notes.append(f"history also has {other}")
+        else:
+            result.history = "none"
+        if system == "aps" or system == "plain":
+            text = (tmp / f"{system}.log").read_text(errors="replace")
+            for line in text.splitlines():
+                if line.startswith("done") and "failures=0" not in line:
+                    result.notes.append(line)
+    except Exception as exc:  # one failed run must not sink the others
+        result.error = f"{type(exc).__name__}: {exc}"[:500]
+        log(f"  {system} failed: {result.error}")
+    finally:
+        for emulator in emulators:
+            emulator.stop()
+        for process in processes:
+            h.stop_process(process)
+        nginx.stop()
+        if pg_url and not opts.keep:
+            with contextlib.suppress(Exception):
+                h.drop_pg_database(pg_url)
+        if opts.keep:
+            log(f"  kept {tmp}" + (f" and {pg_url}" if pg_url else ""))
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return result
+
+
+def start_profiler(pid: int, out: Path, seconds: float, nonblocking: bool = False) -> subprocess.Popen[bytes] | None:
+    py_spy = shutil.which("py-spy") or str(Path(h.PYTHON).parent / "py-spy")
+    if not Path(py_spy).exists():
+        log("  py-spy not found (pip install -r bench/requirements.txt); no profile")
+        return None
+    args = [py_spy, "record", "-o", str(out), "--format", "raw", "-d", str(math.ceil(seconds)), "-p", str(pid),
+            "--threads"]
+    if os.environ.get("BENCH_PYSPY_NATIVE", "0") == "1":
+        args.append("--native")
+    if nonblocking:
+        args.append("--nonblocking")
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=out.with_suffix(".log").open("wb"))
+
+
+PACKAGES = ("scheduler_emulator", "sqlalchemy", "sqlite3", "psycopg", "httpx", "httpcore", "h11", "anyio",
+            "aiohttp", "pydantic", "asyncio", "concurrent", "threading", "json", "uvicorn", "starlette", "fastapi")
+
+
+def summarise_profile(path: Path, top: int = 15) -> str:
+    """Shares of py-spy's raw (collapsed stack) samples: self time by function and by package, and inclusive
+    time of the emulator's own functions."""
+    own: Counter[str] = Counter()
+    by_package: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
+    total = 0
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no profile written; see the .log next to it)"
+    for line in lines:
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = stack.split(";")
+        if frames[0].startswith(("thread (", "process ")):
+            frames.pop(0)
+        frames = [simplify(frame) for frame in frames]
+        if not frames:
+            continue
+        total += count
+        python = [f for f in frames if ".py)" in f]
+        threads["main thread (event loop)" if any(f.startswith("<module>") for f in frames)
+                else "other threads (database work)"] += count
+        leaf = frames[-1]
+        own[leaf] += count
+        package = next((p for p in PACKAGES if f"({p}/" in leaf or f"({p}." in leaf or f"/{p}/" in leaf), None)
+        if package is None and python:  # a native leaf: charge it to the Python frame that called it
+            caller = python[-1]
+            package = next((p for p in PACKAGES if f"({p}/" in caller or f"/{p}/" in caller), "other")
+            package += " (native)" if leaf not in python else ""
+        by_package[package or "other"] += count
+        for frame in set(frames):
+            where = frame.split(" (", 1)[-1]
+            if where.startswith("scheduler_emulator/") and not where.startswith(("scheduler_emulator/cli.py",
+                                                                                  "scheduler_emulator/__main__")):
+                inclusive[frame] += count
+    if not total:
+        return "(empty profile)"
+    pct = lambda n: f"{100 * n / total:.1f}"  # noqa: E731
+    rows = [f"{total} non-idle samples; by thread: " + ", ".join(f"{k} {pct(v)}%" for k, v in threads.most_common()),
+            "", "| self % | function |", "|---:|---|"]
+    rows += [f"| {pct(n)} | `{name}` |" for name, n in own.most_common(top)]
+    rows += ["", "| self % | package (of the innermost frame) |", "|---:|---|"]
+    rows += [f"| {pct(n)} | {name} |" for name, n in by_package.most_common(12)]
+    rows += ["", "| inclusive % | emulator function |", "|---:|---|"]
+    rows += [f"| {pct(n)} | `{name}` |" for name, n in inclusive.most_common(top + 5)]
+    return "\n".join(rows)
+
+
+def simplify(frame: str) -> str:
+    """'func (.../site-packages/pkg/module.py:123)' → 'func (pkg/module.py)'."""
+    name, _, where = frame.partition(" (")
+    where = where.rstrip(")").rsplit(":", 1)[0]
+    parts = where.split("/")
+    if "site-packages" in parts:
+        parts = parts[parts.index("site-packages") + 1:]
+    elif "src" in parts:
+        parts = parts[parts.index("src") + 1:]
+    return f"{name} ({'/'.join(parts)})" if where else name
+
+
+# -- API throughput ---------------------------------------------------------------------------------
+
+
+def run_api(store: str, seconds: float, concurrency: int, profile_dir: Path | None = None) -> list[dict[str, object]]:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-api-"))
+    pg_url = h.create_pg_database() if store == "pg" else None
+    emulator = h.Emulator(tmp / "data", pg_url)
+    rows: list[dict[str, object]] = []
+    try:
+        base = emulator.start()
+        rows = asyncio.run(api_load(base, emulator.pid, seconds, concurrency,
+                                    profile_dir / f"api-{store}.txt" if profile_dir else None))
+        for row in rows:
+            row["store"] = "SQLite" if store == "sqlite" else "PostgreSQL"
+    except Exception as exc:
+        log(f"  API {store} failed: {exc}")
+        rows = [{"store": store, "operation": "error", "error": str(exc)[:300]}]
+    finally:
+        emulator.stop()
+        if pg_url:
+            with contextlib.suppress(Exception):
+                h.drop_pg_database(pg_url)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
+async def api_load(base: str, pid: int, seconds: float, concurrency: int,
+                   profile_to: Path | None = None) -> list[dict[str, object]]:
+    import httpx
+
+    root = f"{h.arm_root(base)}/jobCollections"
+    collections = math.ceil(4000 * seconds / h.JOBS_PER_COLLECTION) + 1  # room for 4,000 PUT/s
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+        for c in range(collections):
+            (await client.put(f"{root}/api-{c:03d}", params=h.API, json={
+                "location": "westus", "properties": {"sku": {"name": "P20Premium"}}})).raise_for_status()
+        start = h.isoformat_z(datetime.now(UTC) + timedelta(days=1))
+        created: list[str] = []
+        counter = iter(range(10**9))
+
+        def put_job() -> tuple[str, str, dict[str, object]]:
+            i = next(counter)
+            path = f"{root}/api-{i // h.JOBS_PER_COLLECTION:03d}/jobs/job-{i:07d}"
+            created.append(path)
+            body = {"properties": {"startTime": start, "action": {"type": "Http", "request": {
+                "uri": "http://127.0.0.1:9/never", "method": "POST", "body": f"job {i}"}}}}
+            return "PUT", path, body
+
+        def get_job() -> tuple[str, str, dict[str, object]]:
+            return "GET", random.choice(created), {}
+
+        rows = []
+        for operation, make in (("PUT job (create)", put_job), ("GET job", get_job)):
+            profiler = None
+            if profile_to is not None and operation.startswith("PUT"):
+                profile_to.unlink(missing_ok=True)
+                profiler = start_profiler(pid, profile_to, seconds)
+            rows.append(await phase(client, operation, make, pid, seconds, concurrency))
+            if profiler is not None:
+                await asyncio.to_thread(profiler.wait, 30)
+        return rows
+
+
+async def phase(client: object, operation: str, make: object, pid: int, seconds: float,
+                concurrency: int) -> dict[str, object]:
+    latencies: list[float] = []
+    errors: Counter[int] = Counter()
+    cpu_before = h.proc_cpu_seconds(pid) or 0.0
+    box_before = h.machine_jiffies()
+    began = time.perf_counter()
+    end = began + seconds
+
+    async def worker() -> None:
+        while time.perf_counter() < end:
+            method, url, body = make()  # type: ignore[operator]
+            sent = time.perf_counter()
+            response = await client.request(method, url, params=h.API, json=body or None)  # type: ignore[attr-defined]
+            latencies.append(time.perf_counter() - sent)
+            if response.status_code >= 300:
+                errors[response.status_code] += 1
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - began
+    latencies.sort()
+    ok = len(latencies) - sum(errors.values())
+    return {
+        "operation": operation, "requests": len(latencies), "rps": ok / elapsed,
+        "p50_ms": h.percentile(latencies, 0.5) * 1000, "p99_ms": h.percentile(latencies, 0.99) * 1000,
+        "errors": dict(errors), "server_cpu": ((h.proc_cpu_seconds(pid) or 0.0) - cpu_before) / elapsed,
+        "box_cpu": h.machine_busy_pct(box_before, h.machine_jiffies()),
+    }
+
+
+# -- a million jobs -------------------------------------------------------------------------------
+
+
+def run_million(jobs: int, due_soon: int, idle_seconds: float, profile_to: Path | None = None) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-million-"))
+    nginx = h.Nginx(tmp / "nginx")
+    result: dict[str, Any] = {"jobs": jobs, "due_soon": due_soon}
+    emulator = None
+    try:
+        nginx.start()
+        url = f"sqlite:///{tmp / 'data' / 'scheduler.db'}"
+        h.make_template(tmp / "data", url, f"{nginx.base_url}/fire/template")
+        moment = datetime.now(UTC)
+        far = timedelta(days=29)
+        due = [moment if i < due_soon else moment + timedelta(days=1) + far * (i - due_soon) / jobs
+               for i in range(jobs)]
+        log(f"  inserting {jobs:,} jobs into SQLite")
+        result["insert_s"] = h.seed_jobs(url, due, lambda i: f"{nginx.base_url}/fire/{i}", batch=20000)
+        del due
+        db_file = tmp / "data" / "scheduler.db"
+        result["db_mb"] = sum(p.stat().st_size for p in db_file.parent.glob("scheduler.db*")) / 2**20
+        emulator = h.Emulator(tmp / "data", None)
+        emulator.spawn()
+        emulator.wait_listening(120)
+        result["listening_s"] = emulator.listening_at - emulator.spawned_at
+        deadline = time.monotonic() + 120
+        while nginx.lines() < due_soon and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.2)  # the log buffer flushes every second
+        arrivals = sorted(a[0] for a in nginx.arrivals())
+        result["fired"] = len(arrivals)
+        if arrivals:
+            result["first_fire_s"] = arrivals[0] - emulator.spawned_at
+            result["last_due_fire_s"] = arrivals[min(len(arrivals), due_soon) - 1] - emulator.spawned_at
+        result["rss_mb"] = (h.proc_status_kb(emulator.pid, "VmRSS") or 0) / 1024
+        time.sleep(2)
+        profiler = start_profiler(emulator.pid, profile_to, idle_seconds, nonblocking=True) if profile_to else None
+        cpu_before = h.proc_cpu_seconds(emulator.pid) or 0.0
+        box_before = h.machine_jiffies()
+        time.sleep(idle_seconds)
+        result["box_cpu"] = h.machine_busy_pct(box_before, h.machine_jiffies())
+        result["idle_cpu_pct"] = 100 * ((h.proc_cpu_seconds(emulator.pid) or 0.0) - cpu_before) / idle_seconds
+        result["idle_s"] = idle_seconds
+        result["peak_rss_mb"] = (h.proc_status_kb(emulator.pid, "VmHWM") or 0) / 1024
+        result["rss_after_idle_mb"] = (h.proc_status_kb(emulator.pid, "VmRSS") or 0) / 1024
+        if profiler is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                profiler.wait(30)
+            h.stop_process(profiler)
+        errors = emulator.errors_logged()
+        if errors:
+            result["log"] = errors[:3]
+    except Exception as exc:
+        result["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        log(f"  million failed: {result['error']}")
+    finally:
+        if emulator is not None:
+            emulator.stop()
+        nginx.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return result
+
+
+# -- the report -------------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, digits: int = 0) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def fire_table(results: list[h.Measured]) -> str:
+    rows = ["| demand | system | jobs | fired | fires/s | on time (≤1 s) | p50 ms | p99 ms | max ms | missed | dup "
+            "| history rows | peak RSS MB | CPU s | CPU ms/fire | box CPU |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+    for r in results:
+        s = r.stats
+        if s is None:
+            rows.append(f"| {r.demand:,.0f}/s | {r.system} | failed: {r.error} |" + " |" * 13)
+            continue
+        rows.append(
+            f"| {r.demand:,.0f}/s | {r.system} | {s.jobs:,} | {s.fired:,} | {s.achieved:,.0f} | {100 * s.on_time:.1f}% "
+            f"| {fmt(s.p50_ms)} | {fmt(s.p99_ms)} | {fmt(s.max_ms)} | {s.missed:,} | {s.duplicates:,} | {r.history} "
+            f"| {fmt(r.peak_rss_mb)} | {fmt(r.cpu_s, 1)} "
+            f"| {fmt(1000 * r.cpu_s / max(1, s.fired + s.late_after_deadline) if r.cpu_s is not None else None, 2)} "
+            f"| {fmt(r.box_busy_pct)}% |"
+        )
+    notes = [f"- {r.demand:,.0f}/s {r.system}: {note}" for r in results for note in r.notes]
+    return "\n".join(rows + ([""] + notes if notes else []))
+
+
+def api_table(rows: list[dict[str, object]]) -> str:
+    out = ["| store | operation | requests | req/s | p50 ms | p99 ms | errors | server CPU | box CPU |",
+           "|---|---|---:|---:|---:|---:|---|---:|---:|"]
+    for r in rows:
+        if r.get("operation") == "error":
+            out.append(f"| {r['store']} | failed: {r.get('error')} | | | | | | | |")
+            continue
+        errors = ", ".join(f"{k}×{v}" for k, v in r["errors"].items()) or "0"  # type: ignore[attr-defined]
+        out.append(f"| {r['store']} | {r['operation']} | {r['requests']:,} | {r['rps']:,.0f} | {r['p50_ms']:.1f} "
+                   f"| {r['p99_ms']:.1f} | {errors} | {100 * r['server_cpu']:.0f}% "  # type: ignore[operator]
+                   f"| {r['box_cpu']:.0f}% |")
+    return "\n".join(out)
+
+
+def million_table(m: dict[str, Any]) -> str:
+    if "error" in m:
+        return f"failed: {m['error']}"
+    g = m.get
+    lines = [
+        "| jobs (due now) | insert s | DB MB | start → Listening s | start → first fire s | start → all due fired s "
+        "| RSS after start MB | peak RSS MB | idle CPU |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {m['jobs']:,} ({m['due_soon']:,}) | {fmt(g('insert_s'), 1)} | {fmt(g('db_mb'))} "
+        f"| {fmt(g('listening_s'), 2)} | {fmt(g('first_fire_s'), 2)} | {fmt(g('last_due_fire_s'), 2)} "
+        f"| {fmt(g('rss_mb'))} | {fmt(g('peak_rss_mb'))} | {fmt(g('idle_cpu_pct'), 2)}% over {fmt(g('idle_s'))} s |",
+    ]
+    lines.append(f"\nThe machine (all processes) was {fmt(g('box_cpu'))}% busy during the idle measurement.")
+    if m.get("fired") != m.get("due_soon"):
+        lines.append(f"\n{m.get('fired')} of the {m['due_soon']} due jobs fired within 120 s.")
+    if m.get("log"):
+        lines.append(f"\nemulator log: {m['log']}")
+    return "\n".join(lines)
+
+
+def targets(fire: list[h.Measured], million: dict[str, Any] | None) -> str:
+    by = {(r.system, round(r.demand)): r for r in fire if r.stats is not None}
+    rates = sorted({round(r.demand) for r in fire})
+    out = ["| target | measured | met |", "|---|---|---|"]
+
+    def row(target: str, measured: str, ok: bool | None) -> None:
+        out.append(f"| {target} | {measured} | {'—' if ok is None else ('yes' if ok else '**no**')} |")
+
+    def get(system: str, rate: int) -> h.Measured | None:
+        return by.get((SYSTEMS[system], rate))
+
+    if 1000 in rates:
+        for system in EMULATOR_SYSTEMS:
+            r = get(system, 1000)
+            if r is None or r.stats is None:
+                continue
+            s = r.stats
+            ok = s.on_time >= 0.99 and (s.p99_ms or 1e9) <= 100 and "✓" in r.history
+            row(f"1,000/s, {r.system}: ≥ 99% on time, p99 ≤ 100 ms, history persisted",
+                f"{100 * s.on_time:.1f}% on time, p99 {fmt(s.p99_ms)} ms, history {r.history}", ok)
+        aps = get("aps", 1000)
+        if aps and aps.stats:
+            row("(reference) APScheduler at 1,000/s",
+                f"{aps.stats.achieved:,.0f}/s, p99 {fmt(aps.stats.p99_ms)} ms", None)
+    top = max(rates) if rates else None
+    if top is not None and top >= 3000:
+        plain, aps = get("plain", top), get("aps", top)
+        for system in EMULATOR_SYSTEMS:
+            r = get(system, top)
+            if r is None or r.stats is None:
+                continue
+            if plain and plain.stats:
+                ratio = r.stats.achieved / plain.stats.achieved
+                row(f"{top:,}/s, {r.system}: ≥ 0.7 × plain-loop ceiling",
+                    f"{r.stats.achieved:,.0f} / {plain.stats.achieved:,.0f} = {ratio:.2f}×", ratio >= 0.7)
+            if aps and aps.stats:
+                ratio = r.stats.achieved / aps.stats.achieved
+                row(f"{top:,}/s, {r.system}: ≥ 3 × APScheduler",
+                    f"{r.stats.achieved:,.0f} / {aps.stats.achieved:,.0f} = {ratio:.2f}×", ratio >= 3)
+    for rate in rates:
+        one, three = get("pg1", rate), get("pg3", rate)
+        if one and three and one.stats and three.stats:
+            ok = three.stats.achieved >= 0.95 * one.stats.achieved and (three.stats.p99_ms or 1e9) <= 250 \
+                and three.stats.duplicates == 0 and three.stats.missed == 0
+            row(f"{rate:,}/s, PostgreSQL ×3 vs ×1: no rate lost (≥ 95%), p99 ≤ 250 ms, no duplicates",
+                f"{three.stats.achieved:,.0f} vs {one.stats.achieved:,.0f}/s, p99 {fmt(three.stats.p99_ms)} ms, "
+                f"dup {three.stats.duplicates}, missed {three.stats.missed}", ok)
+    if million and "error" not in million:
+        m = million
+        jobs = f"{m['jobs']:,} jobs"
+        row(f"{jobs}: start < 10 s", f"{fmt(m.get('listening_s'), 2)} s to Listening, "
+            f"{fmt(m.get('first_fire_s'), 2)} s to first fire", (m.get("listening_s") or 99) < 10)
+        row(f"{jobs}: RSS < 1 GB", f"{fmt(m.get('peak_rss_mb'))} MB peak", (m.get("peak_rss_mb") or 1e9) < 1024)
+        row(f"{jobs}: idle CPU < 2%", f"{fmt(m.get('idle_cpu_pct'), 2)}%", (m.get("idle_cpu_pct") or 1e9) < 2)
+    return "\n".join(out)
+
+
+def git_commit() -> str:
+    with contextlib.suppress(Exception):
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=h.ROOT, capture_output=True,
+                              text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=h.ROOT, capture_output=True,
+                               text=True, timeout=5).stdout.strip()
+        return head + (" + uncommitted changes in src/" if dirty else "")
+    return "?"
+
+
+# -- main ---------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short smoke run (3 s windows, 100,000-job start-up)")
+    parser.add_argument("--scenarios",
+                        help="comma-separated: fire, api, million, profile (default: all; --quick: fire,api,million)")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"fire-rate systems: {', '.join(SYSTEMS)}")
+    parser.add_argument("--rates", help="demanded fires/s, comma-separated (default 200,1000,3000)")
+    parser.add_argument("--window", type=float, help="seconds over which the jobs are due (default 10)")
+    parser.add_argument("--drain", type=float, help="seconds after the window before unfired jobs count as missed")
+    parser.add_argument("--history-wait", type=float,
+                        help="seconds to wait after the last fire for the history rows (default 120, quick 30)")
+    parser.add_argument("--api-seconds", type=float, help="seconds per API phase (default 10)")
+    parser.add_argument("--api-concurrency", type=int, default=16)
+    parser.add_argument("--api-stores", default=None, help="sqlite,pg (default both; sqlite with --quick)")
+    parser.add_argument("--million-jobs", type=int, help="jobs for the start-up scenario (default 1,000,000)")
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--quiet-threshold", type=float, default=50.0,
+                        help="before each run, wait for the machine to be at most this busy (%% of one core)")
+    parser.add_argument("--quiet-wait", type=float, help="longest wait before one run (default 30 s, quick 5 s)")
+    parser.add_argument("--quiet-budget", type=float, help="longest total wait (default 300 s, quick 30 s)")
+    parser.add_argument("--output", default=str(h.BENCH_DIR / "results.md"), help="where to write the table")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directories (logs, databases)")
+    opts = parser.parse_args()
+    quick = opts.quick
+    rates = [float(x) for x in (opts.rates or ("1000,3000" if quick else "200,1000,3000")).split(",")]
+    window = opts.window or (3.0 if quick else 10.0)
+    opts.drain = opts.drain or (20.0 if quick else 45.0)
+    opts.history_wait = opts.history_wait if opts.history_wait is not None else (30.0 if quick else 120.0)
+    api_seconds = opts.api_seconds or (3.0 if quick else 10.0)
+    api_stores = (opts.api_stores or ("sqlite" if quick else "sqlite,pg")).split(",")
+    million_jobs = opts.million_jobs or (100_000 if quick else 1_000_000)
+    scenarios = set((opts.scenarios or ("fire,api,million" if quick else "fire,api,million,profile")).split(","))
+    quiet = h.Quiet(opts.quiet_threshold, opts.quiet_wait or (5.0 if quick else 30.0),
+                    opts.quiet_budget or (30.0 if quick else 300.0))
+
+    def settle() -> None:
+        waited, busy = quiet.wait()
+        if waited > 2.5:
+            log(f"  waited {waited:.0f} s for the machine to calm down (now {busy:.0f}% busy)")
+    systems = [s for s in opts.systems.split(",") if s]
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown:
+        parser.error(f"unknown systems {unknown}")
+    if not shutil.which("nginx") and scenarios & {"fire", "million", "profile"}:
+        raise SystemExit("nginx not found: apt-get install -y nginx")
+
+    started = time.monotonic()
+    header = [
+        "# Benchmark results\n",
+        f"`python bench/run.py {' '.join(sys.argv[1:])}` — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
+        f"commit {git_commit()}; "
+        f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}), Python {platform.python_version()}; "
+        f"one machine shared by the emulator, nginx, PostgreSQL and the load generator. "
+        f"Load average at start: {h.loadavg()}.",
+    ]
+    sections: list[str] = []
+    fire: list[h.Measured] = []
+    million = None
+    if "fire" in scenarios:
+        for rate in rates:
+            jobs = int(rate * window)
+            for system in systems:
+                settle()
+                log(f"fire: {system} {jobs:,} jobs over {window:g} s (load {h.loadavg()})")
+                r = run_fire(system, jobs, window, opts)
+                fire.append(r)
+                if r.stats:
+                    s = r.stats
+                    log(f"  {s.fired:,}/{jobs:,} fired, {s.achieved:,.0f}/s, p50 {fmt(s.p50_ms)} p99 {fmt(s.p99_ms)} "
+                        f"max {fmt(s.max_ms)} ms, missed {s.missed}, dup {s.duplicates}, history {r.history}, "
+                        f"RSS {fmt(r.peak_rss_mb)} MB, CPU {fmt(r.cpu_s, 1)} s, margin {fmt(r.margin_s, 1)} s")
+        sections += [f"## Fire rate and lateness ({window:g} s windows)\n", fire_table(fire)]
+    if "api" in scenarios:
+        rows = []
+        api_profiles = None
+        if "profile" in scenarios:
+            api_profiles = h.BENCH_DIR / "profiles"
+            api_profiles.mkdir(exist_ok=True)
+        for store in api_stores:
+            settle()
+            log(f"api: {store}, {api_seconds:g} s per phase, {opts.api_concurrency} concurrent")
+            rows += run_api(store, api_seconds, opts.api_concurrency, api_profiles)
+        sections += [f"## API throughput ({opts.api_concurrency} concurrent requests, {api_seconds:g} s per "
+                     "operation, httpx.AsyncClient in the benchmark process)\n", api_table(rows)]
+        if api_profiles is not None:
+            sections += ["Profiles of the server during PUT job (py-spy record in the same run; they cost it a "
+                         "little throughput):"]
+            for store in api_stores:
+                sections += [f"### PUT job, {store}; raw stacks: `bench/profiles/api-{store}.txt`\n",
+                             summarise_profile(api_profiles / f"api-{store}.txt", top=10)]
+    if "million" in scenarios:
+        settle()
+        log(f"million: {million_jobs:,} jobs")
+        idle_profile = None
+        if "profile" in scenarios:
+            (h.BENCH_DIR / "profiles").mkdir(exist_ok=True)
+            idle_profile = h.BENCH_DIR / "profiles" / "million-idle.txt"
+            idle_profile.unlink(missing_ok=True)
+        million = run_million(million_jobs, 1000, opts.idle_seconds, idle_profile)
+        sections += [f"## Start-up with {million_jobs:,} jobs (SQLite)\n", million_table(million)]
+        if idle_profile is not None:
+            sections += [f"### Profile of the idle {million_jobs:,}-job process (py-spy --nonblocking, during the "
+                         "idle measurement); raw stacks: `bench/profiles/million-idle.txt`\n",
+                         summarise_profile(idle_profile)]
+    if "profile" in scenarios:
+        top = max(rates)
+        jobs = int(top * window)
+        profile_dir = h.BENCH_DIR / "profiles"
+        profile_dir.mkdir(exist_ok=True)
+        parts = [f"## Profile of the dispatcher at {top:,.0f}/s (py-spy record, separate run; the profiler "
+                 "slows it down)\n"]
+        for system in [s for s in systems if s in ("sqlite", "pg1")]:
+            out = profile_dir / f"{system}-{top:.0f}.txt"
+            out.unlink(missing_ok=True)
+            settle()
+            log(f"profile: {system} {jobs:,} jobs over {window:g} s")
+            r = run_fire(system, jobs, window, opts, profile_to=out)
+            s = r.stats
+            summary = (f"{s.fired:,} fired, {s.achieved:,.0f}/s, p99 {fmt(s.p99_ms)} ms" if s else str(r.error))
+            parts += [f"### {SYSTEMS[system]} ({summary}); raw stacks: `bench/profiles/{out.name}`\n",
+                      summarise_profile(out), ""]
+        sections += parts
+    if fire or million:
+        sections += ["## Targets\n", targets(fire, million)]
+    elapsed = time.monotonic() - started
+    text = (
+        "\n".join(header) + "\n\n" + "\n\n".join(sections)
+        + f"\n\nTotal run time {elapsed / 60:.1f} min; load average at end {h.loadavg()}; "
+        f"commit at end {git_commit()}.\n"
+    )
+    print(text)
+    Path(opts.output).write_text(text)
+    h.dump_json(Path(opts.output).with_suffix(".json"), {
+        "fire": [asdict(r) for r in fire], "million": million,
+    })
+    log(f"written {opts.output} ({elapsed / 60:.1f} min)")
+
+
+if __name__ == "__main__":
+    main()
