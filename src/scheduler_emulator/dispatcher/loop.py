@@ -217,7 +217,8 @@ class Dispatcher:
                 log.warning("dispatcher heartbeat failed: %s", str(exc).splitlines()[0])
 
     def _limits_of(self, claim: Claim) -> Limits:
-        key = (claim.sku, json.dumps(claim.collection_properties, sort_keys=True))
+        quota = claim.collection_properties.get("quota")  # the only part that matters, usually absent
+        key = (claim.sku, json.dumps(quota, sort_keys=True) if quota else "")
         limits = self._limits.get(key)
         if limits is None:
             floor = timedelta(seconds=self.settings.min_retry_interval)
@@ -228,7 +229,7 @@ class Dispatcher:
 
     async def _fire(self, claim: Claim) -> None:
         limits = self._limits_of(claim)
-        execution_tag = uuid.uuid4().hex
+        execution_tag = os.urandom(16).hex()
         if claim.skipped.count:
             await self._postponed(claim, claim.skipped, downtime=True)
         action = claim.properties.action
@@ -286,7 +287,7 @@ class Dispatcher:
                 await self._wait_to_retry(plan.interval.total_seconds())
             context = FireContext(
                 execution_tag=execution_tag,
-                client_request_id=str(uuid.uuid4()),
+                client_request_id=_request_id(),
                 expected_time=claim.expected_time,
                 job_name=claim.job_name,
                 collection_name=claim.collection_name,
@@ -414,6 +415,12 @@ class _Attempt:
 
     def record(self, session: Session) -> bool:
         return store.record_attempt(session, self.job_id, self.entry, self.counts_as_execution, self.failed)
+
+
+def _request_id() -> str:
+    """A random (version 4) UUID string, as uuid.uuid4() gives, at a fraction of its cost."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
 
 
 class _Released(Exception):

@@ -260,6 +260,14 @@ def next_wake_time(session: Session, owner: str, now: datetime) -> datetime | No
     return min(times) if times else None
 
 
+_INSERT_OCCURRENCES = {
+    name: dialect_insert(OCCURRENCES)
+    .on_conflict_do_nothing(index_elements=["job_id", "expected_time"])
+    .returning(OCCURRENCES.c.id, OCCURRENCES.c.job_id, OCCURRENCES.c.expected_time)
+    for name, dialect_insert in (("postgresql", postgresql_insert), ("sqlite", sqlite_insert))
+}
+
+
 def insert_occurrences(
     session: Session, occurrences: list[tuple[int, datetime, int]], owner: str, now: datetime
 ) -> dict[tuple[int, datetime], int]:
@@ -267,27 +275,21 @@ def insert_occurrences(
     skipped by the unique key. Returns the new ones' ids by (job id, expected time)."""
     if not occurrences:
         return {}
-    dialect = session.get_bind().dialect.name
-    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
-    statement = (
-        insert(OccurrenceRow)
-        .values(
-            [
-                {
-                    "job_id": job_id,
-                    "expected_time": expected,
-                    "repeat_count": repeat,
-                    "owner": owner,
-                    "first_owner": owner,
-                    "claimed_at": now,
-                }
-                for job_id, expected, repeat in occurrences
-            ]
-        )
-        .on_conflict_do_nothing(index_elements=["job_id", "expected_time"])
-        .returning(OccurrenceRow.id, OccurrenceRow.job_id, OccurrenceRow.expected_time)
-    )
-    return {(job_id, expected): row_id for row_id, job_id, expected in session.execute(statement).tuples()}
+    statement = _INSERT_OCCURRENCES[session.get_bind().dialect.name]
+    rows = [
+        {
+            "job_id": job_id,
+            "expected_time": expected,
+            "repeat_count": repeat,
+            "owner": owner,
+            "first_owner": owner,
+            "claimed_at": now,
+        }
+        for job_id, expected, repeat in occurrences
+    ]
+    # One statement compiled once, sent as "insertmanyvalues" batches by SQLAlchemy.
+    result = session.execute(statement, rows)
+    return {(job_id, expected): row_id for row_id, job_id, expected in result.tuples()}
 
 
 def heartbeat(session: Session, owner: str, now: datetime, until: datetime) -> None:
