@@ -246,3 +246,12 @@ def target() -> Iterator[TargetServer]:
     server = TargetServer().start()
     yield server
     server.stop()
+
+
+def create_job(client: httpx.Client, names: Names, job: str, action: dict[str, Any], **properties: object) -> None:
+    """PUT a job (creating its collection first when needed); asserts 201."""
+    params = {"api-version": API}
+    if client.get(names.collection_path, params=params).status_code == 404:
+        assert client.put(names.collection_path, params=params, json={"location": "westus"}).status_code == 201
+    response = client.put(names.job_path(job), params=params, json={"properties": {"action": action, **properties}})
+    assert response.status_code == 201, response.text

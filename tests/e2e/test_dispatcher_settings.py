@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import API, Names, ServerProcess, wait_until
+from conftest import API, Names, ServerProcess, create_job, wait_until
 from target_server import TargetServer
 
 from scheduler_emulator.store.database import Database
@@ -47,14 +47,6 @@ def start(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
         server.stop()
 
 
-def _create(client: httpx.Client, names: Names, job: str, action: dict, **properties: object) -> None:
-    if client.get(names.collection_path, params=PARAMS).status_code == 404:
-        assert client.put(names.collection_path, params=PARAMS, json={"location": "westus"}).status_code == 201
-    body = {"properties": {"action": action, **properties}}
-    response = client.put(names.job_path(job), params=PARAMS, json=body)
-    assert response.status_code == 201, response.text
-
-
 def _history(client: httpx.Client, names: Names, job: str) -> list[dict]:
     response = client.get(names.job_path(job) + "/history", params=PARAMS)
     assert response.status_code == 200, response.text
@@ -66,7 +58,7 @@ def test_no_dispatcher_serves_the_api_but_fires_nothing(start, target: TargetSer
     names = Names()
     with server.client() as client:
         assert client.get("/_emulator/health").json()["dispatcher"] == "off"
-        _create(client, names, "now", {"type": "Http", "request": {"uri": target.url("/now"), "method": "POST"}})
+        create_job(client, names, "now", {"type": "Http", "request": {"uri": target.url("/now"), "method": "POST"}})
         time.sleep(3)
         job = client.get(names.job_path("now"), params=PARAMS).json()
     assert target.requests() == []
@@ -79,7 +71,7 @@ def test_action_timeout_fails_a_slow_attempt(start, target: TargetServer) -> Non
     target.respond("/slow", delay=3)
     names = Names()
     with server.client() as client:
-        _create(
+        create_job(
             client,
             names,
             "slow",
@@ -102,7 +94,7 @@ def test_history_keeps_at_most_the_configured_entries(start, target: TargetServe
     server = start("--history-max-entries", "3")
     names = Names()
     with server.client() as client:
-        _create(
+        create_job(
             client,
             names,
             "noisy",
@@ -139,8 +131,8 @@ def test_old_history_and_finished_jobs_are_removed(start, target: TargetServer) 
     names = Names()
     future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     with server.client() as client:
-        _create(client, names, "done", {"type": "Http", "request": {"uri": target.url("/a"), "method": "GET"}})
-        _create(
+        create_job(client, names, "done", {"type": "Http", "request": {"uri": target.url("/a"), "method": "GET"}})
+        create_job(
             client,
             names,
             "recurring",
@@ -166,7 +158,7 @@ def test_poll_interval_finds_work_nobody_announced(start, target: TargetServer, 
     server = start("--poll-interval", "1")
     names = Names()
     with server.client() as client:
-        _create(
+        create_job(
             client,
             names,
             "later",
@@ -189,7 +181,7 @@ def test_a_crashed_dispatchers_occurrence_is_taken_over_after_its_lease(start, t
     first = start("--lease-seconds", "2")
     names = Names()
     with first.client() as client:
-        _create(
+        create_job(
             client,
             names,
             "inflight",

@@ -9,9 +9,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres, wait_until
+from conftest import API, Names, PostgresDatabase, ServerProcess, create_job, require_postgres, wait_until
 from target_server import TargetServer
 
 PARAMS = {"api-version": API}
@@ -29,13 +28,6 @@ def start(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     yield start_server
     for server in servers:
         server.stop()
-
-
-def _create(client: httpx.Client, names: Names, job: str, action: dict, **properties: object) -> None:
-    if client.get(names.collection_path, params=PARAMS).status_code == 404:
-        assert client.put(names.collection_path, params=PARAMS, json={"location": "westus"}).status_code == 201
-    response = client.put(names.job_path(job), params=PARAMS, json={"properties": {"action": action, **properties}})
-    assert response.status_code == 201, response.text
 
 
 def _assert_clean_exit(server: ServerProcess) -> None:
@@ -97,8 +89,8 @@ def test_metrics_move_when_a_job_fires(start, target: TargetServer) -> None:
     with server.client() as client:
         before = client.get("/metrics")
         assert before.status_code == 200 and before.headers["content-type"].startswith("text/plain")
-        _create(client, names, "ok", {"type": "Http", "request": {"uri": target.url("/ok"), "method": "GET"}})
-        _create(
+        create_job(client, names, "ok", {"type": "Http", "request": {"uri": target.url("/ok"), "method": "GET"}})
+        create_job(
             client,
             names,
             "bad",
@@ -144,7 +136,7 @@ def test_attempts_log_job_action_outcome_and_lateness(start, target: TargetServe
     server = start("--log-format", "json")
     names = Names()
     with server.client() as client:
-        _create(client, names, "logged", {"type": "Http", "request": {"uri": target.url("/x"), "method": "GET"}})
+        create_job(client, names, "logged", {"type": "Http", "request": {"uri": target.url("/x"), "method": "GET"}})
         target.wait_for(1, 10, "/x")
         wait_until(
             lambda: client.get(names.job_path("logged"), params=PARAMS).json()["properties"]["state"] == "Completed",
@@ -173,7 +165,9 @@ def test_shutdown_lets_an_attempt_in_flight_finish(start, target: TargetServer) 
     server = start("--shutdown-grace", "10")
     names = Names()
     with server.client() as client:
-        _create(client, names, "inflight", {"type": "Http", "request": {"uri": target.url("/slow"), "method": "GET"}})
+        create_job(
+            client, names, "inflight", {"type": "Http", "request": {"uri": target.url("/slow"), "method": "GET"}}
+        )
     target.wait_for(1, 10, "/slow")
     assert server.process is not None
     server.process.send_signal(signal.SIGTERM)
@@ -193,7 +187,7 @@ def test_shutdown_releases_an_occurrence_waiting_to_retry(start, target: TargetS
     server = start("--shutdown-grace", "10")
     names = Names()
     with server.client() as client:
-        _create(
+        create_job(
             client,
             names,
             "flaky",
