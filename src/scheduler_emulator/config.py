@@ -49,6 +49,13 @@ class Settings(BaseSettings):
     poll_interval: float = Field(
         5.0, gt=0, description="Seconds between due-job checks when nothing wakes the dispatcher."
     )
+    claim_ahead: float = Field(
+        1.0,
+        ge=0,
+        le=10,
+        description="Seconds before an occurrence is due that the dispatcher claims it, so that it fires on time "
+        "(an API change that lands in this window still applies: the occurrence is re-checked before it fires).",
+    )
     lease_seconds: float = Field(
         30.0, gt=0, description="How long a dispatcher's leases outlive its last heartbeat (then others take over)."
     )
@@ -175,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--min-retry-interval", type=float, help=describe("min_retry_interval"))
     parser.add_argument("--action-timeout", type=float, help=describe("action_timeout"))
     parser.add_argument("--poll-interval", type=float, help=describe("poll_interval"))
+    parser.add_argument("--claim-ahead", type=float, help=describe("claim_ahead"))
     parser.add_argument("--lease-seconds", type=float, help=describe("lease_seconds"))
     parser.add_argument("--history-max-entries", type=int, help=describe("history_max_entries"))
     parser.add_argument("--history-max-age-days", type=float, help=describe("history_max_age_days"))

@@ -73,15 +73,23 @@ class _Decision:
 
 
 def claim_due_jobs(
-    session: Session, owner: str, now: datetime, limit: int, skip_locked: bool, definitions: Definitions
+    session: Session,
+    owner: str,
+    now: datetime,
+    limit: int,
+    skip_locked: bool,
+    definitions: Definitions,
+    until: datetime | None = None,
 ) -> list[Claim]:
-    """Lease up to ``limit`` due jobs and record the occurrence each will run (one INSERT for the batch,
-    which the unique (job, expected time) key turns into a no-op for an occurrence recorded before, and
-    one executemany UPDATE). The caller commits before firing."""
+    """Lease up to ``limit`` jobs due by ``until`` (default: now) and record the occurrence each will run
+    (one INSERT for the batch, which the unique (job, expected time) key turns into a no-op for an occurrence
+    recorded before, and one executemany UPDATE). The caller commits before firing; an occurrence claimed
+    ahead of its time waits for it."""
+    until = until or now
     decisions = [
         decision
-        for row in store.due_jobs(session, now, limit, skip_locked, owner)
-        if (decision := _decide(session, row, owner, now, definitions)) is not None
+        for row in store.due_jobs(session, now, limit, skip_locked, owner, until)
+        if (decision := _decide(session, row, owner, now, until, definitions)) is not None
     ]
     new = [d for d in decisions if d.occurrence_id is None]
     inserted = store.insert_occurrences(session, [(d.row.id, d.expected, d.repeat) for d in new], owner, now)
@@ -123,7 +131,9 @@ def claim_due_jobs(
     ]
 
 
-def _decide(session: Session, row: Any, owner: str, now: datetime, definitions: Definitions) -> _Decision | None:
+def _decide(
+    session: Session, row: Any, owner: str, now: datetime, until: datetime, definitions: Definitions
+) -> _Decision | None:
     """Which occurrence the job runs now, and where its schedule moves; None when it has nothing to run."""
     properties = definitions.get(row.id, row.version, row.definition)
     if row.lease_owner is not None:  # its dispatcher's heartbeat stopped: take over what it left running
@@ -160,11 +170,12 @@ def _decide(session: Session, row: Any, owner: str, now: datetime, definitions: 
         )
     if (
         row.next_execution_time is not None
-        and row.next_execution_time <= now
+        and row.next_execution_time <= until
         and row.state == "Enabled"
         and row.collection_state == "Enabled"
     ):
-        due = due_occurrence(properties.timing(), row.series_origin, row.next_execution_time, now)
+        moment = max(now, row.next_execution_time)  # claimed ahead: the occurrence due then
+        due = due_occurrence(properties.timing(), row.series_origin, row.next_execution_time, moment)
         return _Decision(
             row, properties, due.expected, row.repeat_count + 1, due.skipped, False, due.following, row.run_requested_at
         )
@@ -173,6 +184,35 @@ def _decide(session: Session, row: Any, owner: str, now: datetime, definitions: 
             row, properties, row.run_requested_at, row.repeat_count + 1, Skipped(), True, row.next_execution_time, None
         )
     return None
+
+
+def abandon_occurrences(session: Session, claims: Sequence[Claim], owner: str) -> None:
+    """Give back occurrences claimed ahead that will not fire (the job changed before they were due, or the
+    dispatcher is stopping): as if they had never been claimed — the occurrence record goes, the lease is
+    released and, when the definition is unchanged, the job is due at that instant again."""
+    if not claims:
+        return
+    store.delete_occurrences(session, [c.occurrence_id for c in claims])
+    jobs = store.jobs_to_finish(session, [c.job_id for c in claims])
+    restores = []
+    for claim in claims:
+        job = jobs.get(claim.job_id)
+        if job is None:
+            continue
+        values: dict[str, Any] = {
+            "job_id": claim.job_id,
+            "owner": None if job.lease_owner == owner else job.lease_owner,
+            "next_time": job.next_execution_time,
+            "repeat": job.repeat_count,
+            "run_requested_at": job.run_requested_at,
+        }
+        if claim.manual:
+            values["run_requested_at"] = job.run_requested_at or claim.expected_time
+        elif job.version == claim.version and not claim.resumed:
+            values["next_time"] = claim.expected_time
+            values["repeat"] = claim.repeat_count - 1
+        restores.append(values)
+    store.move_jobs_on(session, restores)
 
 
 @dataclass(frozen=True)

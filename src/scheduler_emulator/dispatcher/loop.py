@@ -25,6 +25,7 @@ from scheduler_emulator.dispatcher.claims import (
     Completion,
     Definitions,
     Finish,
+    abandon_occurrences,
     claim_due_jobs,
     complete_occurrences,
 )
@@ -75,6 +76,11 @@ class Dispatcher:
         self._task: asyncio.Task[None] | None = None
         self._renewal: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[None]] = set()
+        # Occurrences claimed ahead (``--claim-ahead``) and waiting for their time; an API write in the
+        # meantime (``changed``) makes them re-check their job before they fire.
+        self.ahead = timedelta(seconds=settings.claim_ahead)
+        self._waiting: dict[asyncio.Task[None], Claim] = {}
+        self._generation = 0
         self._next_housekeeping: datetime | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -97,6 +103,12 @@ class Dispatcher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        waiting, self._waiting = list(self._waiting.values()), {}  # no claim is made after this point
+        for task in [t for t in self._running if t.get_name() == "occurrence-waiting"]:
+            task.cancel()
+        if waiting:  # not started: hand them back as never claimed, so a restart does not run them twice
+            with contextlib.suppress(Exception):
+                await self._db(lambda s: abandon_occurrences(s, waiting, self.owner))
         if self._running:
             _, pending = await asyncio.wait(list(self._running), timeout=grace)
             for task in pending:
@@ -110,11 +122,14 @@ class Dispatcher:
             await self._db(lambda s: store.sign_off(s, self.owner))
 
     def wake(self) -> None:
+        """Something changed (an API write, here or in another process): look for due work now, and make
+        occurrences claimed ahead re-check their job before they fire."""
+        self._generation += 1
         self._wake.set()
 
     @property
     def in_flight(self) -> int:
-        return len(self._running)
+        return len(self._running) - len(self._waiting)
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -146,6 +161,7 @@ class Dispatcher:
 
     async def _loop(self) -> None:
         poll = timedelta(seconds=self.settings.poll_interval)
+        half_ahead = self.ahead / 2  # wake when the earliest job is this close: each cycle claims ~half a window
         skip_locked = self.database.dialect == "postgresql"
         # Registered (alive) before the first claim, so no other dispatcher takes our leases for abandoned.
         for attempt in range(1_000_000):
@@ -161,19 +177,22 @@ class Dispatcher:
                 self._wake.clear()
                 self._sleeping_until = None  # awake: any change may matter
                 now = self.clock.now()
+                generation = self._generation
 
                 def claim_batch(session: Session, now: datetime = now) -> list[Claim]:
-                    return claim_due_jobs(session, self.owner, now, CLAIM_BATCH, skip_locked, self.definitions)
+                    return claim_due_jobs(
+                        session, self.owner, now, CLAIM_BATCH, skip_locked, self.definitions, now + self.ahead
+                    )
 
                 claims = await self._db(claim_batch)
                 for claim in claims:
-                    task = asyncio.create_task(self._run_occurrence(claim), name=f"occurrence-{claim.job_id}")
+                    task = asyncio.create_task(self._run_occurrence(claim, generation), name="occurrence")
                     self._running.add(task)
                     task.add_done_callback(self._running.discard)
                 if len(claims) >= CLAIM_BATCH:
                     continue
                 await self._housekeeping(now)
-                wake_at = await self._db(lambda s: store.next_wake_time(s, self.owner, self.clock.now()))
+                wake_at = await self._db(lambda s: store.next_wake_time(s, self.owner, self.clock.now(), half_ahead))
                 delay = poll.total_seconds()
                 if wake_at is not None:
                     delay = min(delay, max(0.0, (wake_at - self.clock.now()).total_seconds()))
@@ -189,7 +208,24 @@ class Dispatcher:
 
     # -- one occurrence ---------------------------------------------------------------------------
 
-    async def _run_occurrence(self, claim: Claim) -> None:
+    async def _run_occurrence(self, claim: Claim, generation: int) -> None:
+        delay = (claim.expected_time - self.clock.now()).total_seconds()
+        if delay > 0:  # claimed ahead: wait for its time
+            task = asyncio.current_task()
+            assert task is not None
+            task.set_name("occurrence-waiting")
+            self._waiting[task] = claim
+            for _ in range(100):  # the loop's timers run on the monotonic clock, which drifts from UTC a little
+                await asyncio.sleep(delay)
+                delay = (claim.expected_time - self.clock.now()).total_seconds()
+                if delay <= 0:
+                    break
+            if self._stopping:
+                return  # stop() hands it back
+            del self._waiting[task]
+            task.set_name("occurrence")
+            if generation != self._generation and not await self._still_current(claim):
+                return
         self.metrics.occurrences.inc()
         self.metrics.in_flight.inc()
         try:
@@ -200,6 +236,21 @@ class Dispatcher:
             log.exception("occurrence of job %s/%s failed unexpectedly", claim.collection_name, claim.job_name)
         finally:
             self.metrics.in_flight.dec()
+
+    async def _still_current(self, claim: Claim) -> bool:
+        """Whether an occurrence claimed ahead should still fire: an API write since the claim may have
+        replaced, disabled or deleted its job (or disabled its collection). If not, it is given back."""
+        try:
+            row = await self._db(lambda s: store.still_current(s, claim.job_id))
+        except Exception:  # noqa: BLE001 - cannot tell: fire as claimed, as if the change came just after
+            log.warning("could not re-check job %s/%s before firing", claim.collection_name, claim.job_name)
+            return True
+        enabled = row is not None and row.state == "Enabled" and row.collection_state == "Enabled"
+        if row is not None and row.version == claim.version and (claim.manual or enabled):
+            return True
+        await self._db_patiently(lambda s: abandon_occurrences(s, [claim], self.owner))
+        self._wake.set()  # its job may be due again (a new definition, a re-enabled collection)
+        return False
 
     async def _beat(self) -> None:
         now = self.clock.now()
@@ -267,9 +318,9 @@ class Dispatcher:
         if (
             finish is not None
             and finish.next_time is not None
-            and (self._sleeping_until is None or finish.next_time < self._sleeping_until)
+            and (self._sleeping_until is None or finish.next_time - self.ahead / 2 < self._sleeping_until)
         ):
-            self.wake()  # the job is due again before the loop planned to look
+            self._wake.set()  # the job is due again before the loop planned to look
 
     def _complete_batch(self, session: Session, completions: Sequence[Completion]) -> list[Finish | None]:
         return complete_occurrences(

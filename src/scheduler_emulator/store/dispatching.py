@@ -7,7 +7,7 @@ and only then does the caller make the network call. No row lock is held across 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, bindparam, delete, func, insert, select, text, update
@@ -45,10 +45,13 @@ _CLAIM_COLUMNS = (
 )
 
 
-def due_jobs(session: Session, now: datetime, limit: int, skip_locked: bool, owner: str) -> list[Any]:
+def due_jobs(
+    session: Session, now: datetime, limit: int, skip_locked: bool, owner: str, until: datetime | None = None
+) -> list[Any]:
     """Rows of the jobs to claim now, earliest first: leased by a dispatcher whose heartbeat stopped, asked
-    to run, or due and enabled. Three small index-backed queries rather than one OR that would scan every
-    job. Our own leases are never "abandoned": those occurrences are still running here."""
+    to run, or enabled and due by ``until`` (default: now). Three small index-backed queries rather than one
+    OR that would scan every job. Our own leases are never "abandoned": those occurrences are still running
+    here."""
     alive = select(DispatcherRow.owner).where(
         DispatcherRow.owner == JOBS.c.lease_owner, DispatcherRow.expires_at >= now
     )
@@ -57,7 +60,7 @@ def due_jobs(session: Session, now: datetime, limit: int, skip_locked: bool, own
         (and_(JOBS.c.run_requested_at.is_not(None), JOBS.c.lease_owner.is_(None)), JOBS.c.run_requested_at),
         (
             and_(
-                JOBS.c.next_execution_time <= now,
+                JOBS.c.next_execution_time <= (until or now),
                 JOBS.c.lease_owner.is_(None),
                 JOBS.c.state == "Enabled",
                 COLLECTIONS.c.state == "Enabled",
@@ -150,6 +153,20 @@ def close_occurrences(session: Session, outcomes: list[tuple[int, str]], now: da
         session.execute(_CLOSE_OCCURRENCE, [{"b_id": i, "b_now": now, "b_outcome": o} for i, o in outcomes])
 
 
+def delete_occurrences(session: Session, occurrence_ids: list[int]) -> None:
+    if occurrence_ids:
+        session.execute(delete(OCCURRENCES).where(OCCURRENCES.c.id.in_(occurrence_ids)))
+
+
+def still_current(session: Session, job_id: int) -> Any:
+    """The job's version and states (its own, its collection's), or None when it is gone."""
+    return session.execute(
+        select(JOBS.c.version, JOBS.c.state, COLLECTIONS.c.state.label("collection_state"))
+        .join_from(JOBS, COLLECTIONS, JOBS.c.collection_id == COLLECTIONS.c.id)
+        .where(JOBS.c.id == job_id)
+    ).first()
+
+
 def jobs_to_finish(session: Session, job_ids: list[int]) -> dict[int, Any]:
     """What finishing occurrences needs to know of their jobs, by id (deleted jobs are absent), locked."""
     rows = session.execute(
@@ -162,6 +179,7 @@ def jobs_to_finish(session: Session, job_ids: list[int]) -> dict[int, Any]:
             JOBS.c.next_execution_time,
             JOBS.c.repeat_count,
             JOBS.c.finished_at,
+            JOBS.c.run_requested_at,
         )
         .where(JOBS.c.id.in_(job_ids))
         .order_by(JOBS.c.id)
@@ -231,8 +249,9 @@ def count_due(session: Session, now: datetime) -> int:
     )
 
 
-def next_wake_time(session: Session, owner: str, now: datetime) -> datetime | None:
-    """The earliest instant at which a job becomes claimable (a scheduled time or a lease expiry)."""
+def next_wake_time(session: Session, owner: str, now: datetime, ahead: timedelta = timedelta(0)) -> datetime | None:
+    """The earliest instant at which a job becomes claimable (a scheduled time less ``ahead``, a run request,
+    or a lease expiry)."""
     # ORDER BY … LIMIT 1 rather than min(): both databases then walk the index and stop at the first match.
     scheduled = session.scalar(
         select(JOBS.c.next_execution_time)
@@ -256,6 +275,8 @@ def next_wake_time(session: Session, owner: str, now: datetime) -> datetime | No
     lease = session.scalar(
         select(func.min(DispatcherRow.expires_at)).where(DispatcherRow.owner != owner, DispatcherRow.expires_at > now)
     )
+    if scheduled is not None:
+        scheduled -= ahead
     times = [t for t in (scheduled, requested, lease) if t is not None]
     return min(times) if times else None
 
