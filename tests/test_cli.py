@@ -191,6 +191,7 @@ def test_log_level_controls_the_access_log(started, tmp_path: Path) -> None:
         (["--key", "/tmp/k.pem"], "--cert and --key must be given together"),
         (["--port", "70000"], "--port"),
         (["--log-level", "loud"], "--log-level"),
+        (["--claim-ahead", "-1"], "--claim-ahead"),
     ],
 )
 def test_conflicting_or_invalid_flags_fail_at_start(args: list[str], message: str) -> None:

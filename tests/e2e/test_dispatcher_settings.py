@@ -1,6 +1,7 @@
 """The dispatcher's operator settings, each observed on a started server firing at a real target:
 --no-dispatcher, --action-timeout, --history-max-entries, --history-max-age-days, --finished-job-retention-days
-(with --housekeeping-interval), --poll-interval and --lease-seconds (takeover after a crash)."""
+(with --housekeeping-interval), --poll-interval, --lease-seconds (takeover after a crash) and --claim-ahead
+(occurrences claimed before they are due still honour API changes, and a stop hands them back)."""
 
 from __future__ import annotations
 
@@ -208,3 +209,96 @@ def test_a_crashed_dispatchers_occurrence_is_taken_over_after_its_lease(start, t
     assert job["properties"]["state"] == "Completed"
     time.sleep(1)
     assert len(target.requests("/slow")) == 2
+
+
+def _due_in(seconds: float) -> tuple[datetime, str]:
+    moment = (datetime.now(UTC) + timedelta(seconds=seconds)).replace(microsecond=0) + timedelta(seconds=1)
+    return moment, moment.isoformat()
+
+
+def _claimed(client: httpx.Client, names: Names, job: str) -> bool:
+    """A one-time job claimed ahead shows no next execution time any more (its only occurrence is taken)."""
+    status = client.get(names.job_path(job), params=PARAMS).json()["properties"].get("status", {})
+    return "nextExecutionTime" not in status
+
+
+def test_changes_made_after_an_occurrence_was_claimed_ahead_still_apply(start, target: TargetServer) -> None:
+    # --claim-ahead 6: jobs due in ~4 s are claimed at once; each change below lands after the claim and
+    # before the due time, and must be honoured as if the occurrence had not been claimed yet.
+    server = start("--claim-ahead", "6")
+    names = Names()
+    due, start_time = _due_in(3)
+    with server.client() as client:
+        for job in ("kept", "disabled", "replaced", "deleted"):
+            create_job(
+                client,
+                names,
+                job,
+                {"type": "Http", "request": {"uri": target.url(f"/{job}"), "method": "GET"}},
+                startTime=start_time,
+            )
+        wait_until(lambda: all(_claimed(client, names, j) for j in ("kept", "disabled", "replaced")), 5, "claims")
+        assert datetime.now(UTC) < due - timedelta(seconds=1), "the machine was too slow for this test's timing"
+        patched = client.patch(names.job_path("disabled"), params=PARAMS, json={"properties": {"state": "Disabled"}})
+        assert patched.status_code == 200, patched.text
+        replaced = client.put(
+            names.job_path("replaced"),
+            params=PARAMS,
+            json={
+                "properties": {
+                    "action": {"type": "Http", "request": {"uri": target.url("/replacement"), "method": "GET"}},
+                    "startTime": start_time,
+                }
+            },
+        )
+        assert replaced.status_code == 200, replaced.text
+        assert client.delete(names.job_path("deleted"), params=PARAMS).status_code == 200
+        wait_until(lambda: len(_history(client, names, "replaced")) == 1, 10, "the replaced job's fire")
+        wait_until(lambda: len(_history(client, names, "kept")) == 1, 10, "the kept job's fire")
+        time.sleep(1)
+        disabled = client.get(names.job_path("disabled"), params=PARAMS).json()["properties"]
+        disabled_history = _history(client, names, "disabled")
+    assert [r.path for r in target.requests("/kept")] == ["/kept"]
+    kept = target.requests("/kept")[0]
+    assert due <= kept.wall < due + timedelta(seconds=1)  # claimed ahead, fired at its instant, not before
+    assert target.requests("/disabled") == [] and disabled_history == []
+    assert disabled["state"] == "Disabled" and disabled["status"]["executionCount"] == 0
+    assert target.requests("/replaced") == [] and len(target.requests("/replacement")) == 1
+    assert target.requests("/deleted") == []
+
+
+def test_a_stop_hands_back_occurrences_claimed_ahead(start, target: TargetServer, tmp_path: Path) -> None:
+    database = tmp_path / "handback.db"
+    server = start("--claim-ahead", "8", database=database)
+    names = Names()
+    due, start_time = _due_in(5)
+    with server.client() as client:
+        create_job(
+            client,
+            names,
+            "pending",
+            {"type": "Http", "request": {"uri": target.url("/pending"), "method": "GET"}},
+            startTime=start_time,
+            recurrence={"frequency": "Minute", "interval": 10},
+        )
+        wait_until(
+            lambda: (
+                client.get(names.job_path("pending"), params=PARAMS).json()["properties"]["status"]["nextExecutionTime"]
+                != start_time.replace("+00:00", "Z")
+            ),
+            5,
+            "the claim",
+        )
+    server.stop()
+    assert target.requests() == []
+    with start("--claim-ahead", "0", database=database).client() as client:  # claims nothing ahead now
+        status = client.get(names.job_path("pending"), params=PARAMS).json()["properties"]["status"]
+        assert status["nextExecutionTime"] == start_time.replace("+00:00", "Z")  # handed back as never claimed
+        wait_until(lambda: len(_history(client, names, "pending")) == 1, 15, "the fire after the restart")
+        time.sleep(1)
+        history = _history(client, names, "pending")
+    arrivals = target.requests("/pending")
+    assert len(arrivals) == 1 and arrivals[0].wall >= due
+    assert [(e["status"], e["expectedExecutionTime"]) for e in history] == [
+        ("Completed", start_time.replace("+00:00", "Z"))
+    ]
