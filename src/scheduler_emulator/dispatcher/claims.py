@@ -38,6 +38,8 @@ class Claim:
     manual: bool  # a POST .../run outside the schedule
     resumed: bool  # taken over from a dispatcher that stopped mid-occurrence
     executions: int  # the job's executionCount when claimed
+    next_time: datetime | None  # where the claim moved the job's next due time
+    origin: datetime  # the job's series origin
 
 
 class Definitions:
@@ -125,6 +127,8 @@ def claim_due_jobs(
             manual=d.manual,
             resumed=d.resumed,
             executions=d.row.execution_count,
+            next_time=d.next_time,
+            origin=d.row.series_origin,
         )
         for d in decisions
         if d.occurrence_id is not None  # else: already recorded (fired) by another dispatcher
@@ -193,7 +197,7 @@ def abandon_occurrences(session: Session, claims: Sequence[Claim], owner: str) -
     if not claims:
         return
     store.delete_occurrences(session, [c.occurrence_id for c in claims])
-    jobs = store.jobs_to_finish(session, [c.job_id for c in claims])
+    jobs = store.jobs_to_restore(session, [c.job_id for c in claims])
     restores = []
     for claim in claims:
         job = jobs.get(claim.job_id)
@@ -239,55 +243,54 @@ def complete_occurrences(
     session: Session, completions: Sequence[Completion], owner: str, now: datetime, history_max: int
 ) -> list[Finish | None]:
     """For each completion: record its last attempt, close the occurrence, skip what came due meanwhile,
-    move the job to Completed or Faulted when its series is over, and release the lease — a few
-    executemany statements for the whole batch. None for a job deleted meanwhile."""
+    move the job to Completed or Faulted when its series is over, and release the lease — one read and a
+    few executemany statements for the whole batch. None for a job deleted meanwhile."""
     jobs = store.jobs_to_finish(session, [c.claim.job_id for c in completions])
-    store.add_attempts(
+    store.add_history(
         session,
-        [
-            (c.claim.job_id, c.attempt, c.counts_as_execution, c.failed)
-            for c in completions
-            if c.attempt is not None and c.claim.job_id in jobs
-        ],
+        [(c.claim.job_id, c.attempt) for c in completions if c.attempt is not None and c.claim.job_id in jobs],
     )
-    store.add_faults(session, [c.claim.job_id for c in completions if c.count_fault and c.claim.job_id in jobs])
     store.close_occurrences(
         session, [(c.claim.occurrence_id, "Faulted" if c.faulted else "Completed") for c in completions], now
     )
     results: list[Finish | None] = []
-    updates = []
+    moved: list[dict[str, Any]] = []
+    released: list[dict[str, Any]] = []
     for completion in completions:
         job = jobs.get(completion.claim.job_id)
         if job is None:
             results.append(None)
             continue
         finish, values = _finish(completion, job, owner, now)
-        updates.append(values)
+        attempt = completion.attempt if completion.counts_as_execution else None
+        values["b_exec"] = int(attempt is not None)
+        values["b_fail"] = int(attempt is not None and completion.failed)
+        values["b_fault"] = int(completion.count_fault)
+        values["b_last"] = attempt["start_time"] if attempt is not None else None
+        (moved if "next_time" in values else released).append(values)
         results.append(finish)
         if completion.claim.executions + 1 >= history_max // 2:  # only long-lived jobs can outgrow it
             store.prune_job_history(session, completion.claim.job_id, history_max)
-    store.finish_jobs(session, updates)
+    store.finish_jobs(session, moved, released)
     return results
 
 
 def _finish(completion: Completion, job: Any, owner: str, now: datetime) -> tuple[Finish, dict[str, Any]]:
+    """The job's new schedule and state after the occurrence (computed from the claim: the job's schedule is
+    what the claim left, unless an API write changed its definition meanwhile — then that write stands)."""
     claim = completion.claim
-    values = {
-        "job_id": claim.job_id,
-        "owner": None if job.lease_owner == owner else job.lease_owner,
-        "next_time": job.next_execution_time,
-        "state": job.state,
-        "finished_at": job.finished_at,
-    }
-    postponed = Skipped()
+    values: dict[str, Any] = {"job_id": claim.job_id, "owner": None if job.lease_owner == owner else job.lease_owner}
+    if job.version != claim.version or job.state != "Enabled":
+        return Finish(Skipped(), None, None), values
+    postponed, next_time = after_busy(claim.properties.timing(), claim.origin, claim.next_time, now)
+    if completion.max_occurrences is not None and claim.repeat_count >= completion.max_occurrences:
+        next_time = None
     new_state = None
-    if job.version == claim.version and job.state == "Enabled":  # the definition did not change meanwhile
-        postponed, next_time = after_busy(claim.properties.timing(), job.series_origin, job.next_execution_time, now)
-        if completion.max_occurrences is not None and job.repeat_count >= completion.max_occurrences:
-            next_time = None
-        values["next_time"] = next_time
-        if next_time is None and not claim.manual:
-            new_state = "Faulted" if (claim.properties.recurrence is None and completion.faulted) else "Completed"
-            values["state"] = new_state
-            values["finished_at"] = now
-    return Finish(postponed, new_state, values["next_time"]), values
+    values["next_time"] = next_time
+    values["state"] = job.state
+    values["finished_at"] = None
+    if next_time is None and not claim.manual:
+        new_state = "Faulted" if (claim.properties.recurrence is None and completion.faulted) else "Completed"
+        values["state"] = new_state
+        values["finished_at"] = now
+    return Finish(postponed, new_state, next_time), values

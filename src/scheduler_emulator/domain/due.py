@@ -77,6 +77,8 @@ def instants_between(timing: rec.Timing, origin: datetime, first: datetime, befo
 def due_occurrence(timing: rec.Timing, origin: datetime, next_time: datetime, now: datetime) -> Due:
     """The job was due at ``next_time`` (≤ now): the most recent due instant runs once, late if need be;
     the earlier ones were missed (downtime) and are skipped."""
+    if timing.recurrence is None:  # a one-time job: its one instant, nothing after it
+        return Due(next_time, Skipped(), None)
     expected = latest_until(timing, origin, next_time, now)
     skipped = instants_between(timing, origin, next_time, expected) if expected > next_time else Skipped()
     return Due(expected, skipped, rec.next_occurrence_after(timing, origin, expected))

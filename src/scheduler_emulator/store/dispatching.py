@@ -123,28 +123,28 @@ _CLOSE_OCCURRENCE = (
     .where(OCCURRENCES.c.id == bindparam("b_id"))
     .values(finished_at=bindparam("b_now", type_=OCCURRENCES.c.finished_at.type), outcome=bindparam("b_outcome"))
 )
-_ADD_COUNTS = (
-    update(JOBS)
-    .where(JOBS.c.id == bindparam("b_id"))
-    .values(
-        execution_count=JOBS.c.execution_count + bindparam("b_exec"),
-        failure_count=JOBS.c.failure_count + bindparam("b_fail"),
-        last_execution_time=func.coalesce(
-            bindparam("b_last", type_=JOBS.c.last_execution_time.type), JOBS.c.last_execution_time
-        ),
-    )
-)
-_ADD_FAULT = update(JOBS).where(JOBS.c.id == bindparam("b_id")).values(faulted_count=JOBS.c.faulted_count + 1)
+_COUNTERS = {
+    "execution_count": JOBS.c.execution_count + bindparam("b_exec"),
+    "failure_count": JOBS.c.failure_count + bindparam("b_fail"),
+    "faulted_count": JOBS.c.faulted_count + bindparam("b_fault"),
+    "last_execution_time": func.coalesce(
+        bindparam("b_last", type_=JOBS.c.last_execution_time.type), JOBS.c.last_execution_time
+    ),
+}
+# An occurrence's end, in one UPDATE per job: counters, lease, and (when the definition did not change
+# meanwhile) the next due time and state.
 _FINISH_JOB = (
     update(JOBS)
     .where(JOBS.c.id == bindparam("job_id"))
     .values(
+        **_COUNTERS,
         lease_owner=bindparam("owner"),
         next_execution_time=bindparam("next_time", type_=JOBS.c.next_execution_time.type),
         state=bindparam("state"),
-        finished_at=bindparam("finished_at", type_=JOBS.c.finished_at.type),
+        finished_at=func.coalesce(bindparam("finished_at", type_=JOBS.c.finished_at.type), JOBS.c.finished_at),
     )
 )
+_RELEASE_JOB = update(JOBS).where(JOBS.c.id == bindparam("job_id")).values(**_COUNTERS, lease_owner=bindparam("owner"))
 
 
 def close_occurrences(session: Session, outcomes: list[tuple[int, str]], now: datetime) -> None:
@@ -169,18 +169,26 @@ def still_current(session: Session, job_id: int) -> Any:
 
 def jobs_to_finish(session: Session, job_ids: list[int]) -> dict[int, Any]:
     """What finishing occurrences needs to know of their jobs, by id (deleted jobs are absent), locked."""
+    return _locked_jobs(session, job_ids, JOBS.c.id, JOBS.c.version, JOBS.c.state, JOBS.c.lease_owner)
+
+
+def jobs_to_restore(session: Session, job_ids: list[int]) -> dict[int, Any]:
+    """What giving occurrences back needs to know of their jobs, by id, locked."""
+    return _locked_jobs(
+        session,
+        job_ids,
+        JOBS.c.id,
+        JOBS.c.version,
+        JOBS.c.lease_owner,
+        JOBS.c.next_execution_time,
+        JOBS.c.repeat_count,
+        JOBS.c.run_requested_at,
+    )
+
+
+def _locked_jobs(session: Session, job_ids: list[int], *columns: Any) -> dict[int, Any]:
     rows = session.execute(
-        select(
-            JOBS.c.id,
-            JOBS.c.version,
-            JOBS.c.state,
-            JOBS.c.lease_owner,
-            JOBS.c.series_origin,
-            JOBS.c.next_execution_time,
-            JOBS.c.repeat_count,
-            JOBS.c.finished_at,
-            JOBS.c.run_requested_at,
-        )
+        select(*columns)
         .where(JOBS.c.id.in_(job_ids))
         .order_by(JOBS.c.id)
         # Locked until the batch commits, so an API write (disable, PATCH) is never overwritten with what
@@ -190,35 +198,20 @@ def jobs_to_finish(session: Session, job_ids: list[int]) -> dict[int, Any]:
     return {row.id: row for row in rows}
 
 
-def add_attempts(session: Session, attempts: list[tuple[int, dict[str, Any], bool, bool]]) -> None:
-    """Record attempts (job id, history entry, counts as an execution, failed): counters and history."""
-    if not attempts:
-        return
-    session.execute(
-        _ADD_COUNTS,
-        [
-            {
-                "b_id": job_id,
-                "b_exec": int(counts),
-                "b_fail": int(counts and failed),
-                "b_last": entry["start_time"] if counts else None,
-            }
-            for job_id, entry, counts, failed in attempts
-        ],
-    )
-    session.execute(insert(HISTORY), [{"job_id": job_id, **entry} for job_id, entry, _, _ in attempts])
+def add_history(session: Session, entries: list[tuple[int, dict[str, Any]]]) -> None:
+    """Insert history entries (job id, JobHistoryRow's columns)."""
+    if entries:
+        session.execute(insert(HISTORY), [{"job_id": job_id, **entry} for job_id, entry in entries])
 
 
-def add_faults(session: Session, job_ids: list[int]) -> None:
-    if job_ids:
-        session.execute(_ADD_FAULT, [{"b_id": job_id} for job_id in job_ids])
-
-
-def finish_jobs(session: Session, values: list[dict[str, Any]]) -> None:
-    """Write finished occurrences' jobs: lease, next due time, state (keys: job_id, owner, next_time,
-    state, finished_at)."""
-    if values:
-        session.execute(_FINISH_JOB, values)
+def finish_jobs(session: Session, moved: list[dict[str, Any]], released: list[dict[str, Any]]) -> None:
+    """Write finished occurrences' jobs. ``moved``: counters, lease, next due time and state (keys: job_id,
+    owner, next_time, state, finished_at, b_exec, b_fail, b_fault, b_last); ``released``: counters and lease
+    only (the job was changed meanwhile)."""
+    if moved:
+        session.execute(_FINISH_JOB, moved)
+    if released:
+        session.execute(_RELEASE_JOB, released)
 
 
 WAKE_CHANNEL = "scheduler_emulator_wake"

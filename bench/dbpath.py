@@ -1,0 +1,110 @@
+"""The dispatcher's database path alone, in one process, no network: claim N due one-time jobs in batches and
+complete their occurrences in batches, as the dispatcher does, and print the CPU microseconds each costs per
+occurrence. A quick, repeatable gauge of the per-fire persistence cost (the part the HTTP client does not set).
+
+    .venv/bin/python bench/dbpath.py [--jobs 20000] [--batch 500] [--database-url URL] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import insert, text
+
+from scheduler_emulator.dispatcher.claims import Completion, Definitions, claim_due_jobs, complete_occurrences
+from scheduler_emulator.domain.history import history_id
+from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.models import JobCollectionRow, JobRow
+
+
+def seed(database: Database, jobs: int, due: datetime) -> None:
+    now = datetime.now(UTC)
+    with database.engine.begin() as conn:
+        collection_id = conn.execute(
+            insert(JobCollectionRow).returning(JobCollectionRow.id),
+            {
+                "subscription_id": "s", "subscription_key": "s", "resource_group": "g", "resource_group_key": "g",
+                "name": "c", "name_key": "c", "location": "West US", "properties": {"state": "Enabled"},
+                "sku": "P20Premium", "state": "Enabled", "created_at": now, "updated_at": now,
+            },
+        ).scalar_one()
+        rows = [
+            {
+                "collection_id": collection_id, "name": f"job-{i}", "name_key": f"job-{i}",
+                "definition": {
+                    "action": {"type": "Http", "request": {"uri": f"http://127.0.0.1:1/fire/{i}", "method": "GET"}},
+                    "startTime": due.isoformat(),
+                },
+                "state": "Enabled", "series_origin": now, "next_execution_time": due, "version": 1,
+                "execution_count": 0, "failure_count": 0, "faulted_count": 0, "repeat_count": 0,
+                "created_at": now, "updated_at": now,
+            }
+            for i in range(jobs)
+        ]
+        conn.execute(insert(JobRow), rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--database-url")
+    parser.add_argument("--profile", action="store_true", help="print the top functions (cProfile)")
+    opts = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        url = opts.database_url or f"sqlite:///{Path(tmp) / 'dbpath.db'}"
+        database = Database(url)
+        database.migrate()
+        if database.dialect == "postgresql":
+            with database.engine.begin() as conn:
+                for table in ("job_history", "job_occurrences", "jobs", "job_collections", "dispatchers"):
+                    conn.execute(text(f"DELETE FROM {table}"))
+        due = datetime.now(UTC) - timedelta(seconds=1)
+        seed(database, opts.jobs, due)
+        definitions, owner = Definitions(), "bench:dbpath"
+        profiler = cProfile.Profile() if opts.profile else None
+        claims = []
+        began = time.process_time()
+        if profiler:
+            profiler.enable()
+        for _ in range(opts.jobs // opts.batch + 2):
+            with database.session() as session:
+                batch = claim_due_jobs(session, owner, datetime.now(UTC), opts.batch, database.dialect == "postgresql",
+                                       definitions)
+            if not batch:
+                break
+            claims += batch
+        claimed = time.process_time()
+        for start in range(0, len(claims), opts.batch):
+            completions = []
+            for claim in claims[start:start + opts.batch]:
+                moment = datetime.now(UTC)
+                entry = {
+                    "history_id": history_id(moment), "start_time": moment, "end_time": moment,
+                    "expected_execution_time": claim.expected_time, "action_name": "MainAction", "status": "Completed",
+                    "message": "Http Action - Response from host '127.0.0.1': '200 OK' Body: ok", "retry_count": 0,
+                    "repeat_count": claim.repeat_count,
+                }
+                completions.append(Completion(claim, entry, True, False, False, False, None))
+            with database.session() as session:
+                complete_occurrences(session, completions, owner, datetime.now(UTC), 1000)
+        completed = time.process_time()
+        if profiler:
+            profiler.disable()
+        database.dispose()
+    n = max(1, len(claims))
+    print(f"{database.dialect}: {len(claims):,} occurrences in batches of {opts.batch}: "
+          f"claim {1e6 * (claimed - began) / n:.0f} µs, complete {1e6 * (completed - claimed) / n:.0f} µs, "
+          f"total {1e6 * (completed - began) / n:.0f} µs CPU per occurrence")
+    if profiler:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()
