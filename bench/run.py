@@ -222,7 +222,8 @@ def start_profiler(pid: int, out: Path, seconds: float, nonblocking: bool = Fals
     if not Path(py_spy).exists():
         log("  py-spy not found (pip install -r bench/requirements.txt); no profile")
         return None
-    args = [py_spy, "record", "-o", str(out), "--format", "raw", "-d", str(math.ceil(seconds)), "-p", str(pid),
+    args = [py_spy, "record", "-o", str(out), "--format", "raw", "-r", os.environ.get("BENCH_PYSPY_RATE", "100"),
+            "-d", str(math.ceil(seconds)), "-p", str(pid),
             "--threads"]
     if os.environ.get("BENCH_PYSPY_NATIVE", "0") == "1":
         args.append("--native")

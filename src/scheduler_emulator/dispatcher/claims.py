@@ -19,7 +19,7 @@ from scheduler_emulator.store import dispatching as store
 _TINY = timedelta(microseconds=1)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Claim:
     """One occurrence this dispatcher now owns and must run."""
 
@@ -226,7 +226,7 @@ class Finish:
     next_time: datetime | None  # when the job is next due (None: not scheduled)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Completion:
     """The end of one occurrence, written with others in one batch (see complete_occurrences)."""
 

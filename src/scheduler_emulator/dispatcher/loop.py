@@ -63,6 +63,7 @@ class Dispatcher:
         self.definitions = Definitions()
         self._complete = self._complete_batch  # one object, so a batch's completions group together
         self._limits: dict[tuple[str, str], Limits] = {}
+        self._attempt_counters: dict[tuple[str, str, str], Any] = {}
         self._stopping = False
         self._stopped = asyncio.Event()
         self._sleeping_until: datetime | None = None  # when the loop next looks for due work by itself
@@ -79,7 +80,7 @@ class Dispatcher:
         # Occurrences claimed ahead (``--claim-ahead``) and waiting for their time; an API write in the
         # meantime (``changed``) makes them re-check their job before they fire.
         self.ahead = timedelta(seconds=settings.claim_ahead)
-        self._waiting: dict[asyncio.Task[None], Claim] = {}
+        self._waiting: dict[int, tuple[asyncio.Task[None], Claim]] = {}  # by occurrence id
         self._generation = 0
         self._next_housekeeping: datetime | None = None
 
@@ -103,9 +104,10 @@ class Dispatcher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        waiting, self._waiting = list(self._waiting.values()), {}  # no claim is made after this point
-        for task in [t for t in self._running if t.get_name() == "occurrence-waiting"]:
+        not_started, self._waiting = list(self._waiting.values()), {}  # no claim is made after this point
+        for task, _ in not_started:
             task.cancel()
+        waiting = [claim for _, claim in not_started]
         if waiting:  # not started: hand them back as never claimed, so a restart does not run them twice
             with contextlib.suppress(Exception):
                 await self._db(lambda s: abandon_occurrences(s, waiting, self.owner))
@@ -185,10 +187,13 @@ class Dispatcher:
                     )
 
                 claims = await self._db(claim_batch)
+                soon = self.clock.now()
                 for claim in claims:
-                    task = asyncio.create_task(self._run_occurrence(claim, generation), name="occurrence")
+                    task = asyncio.create_task(self._run_occurrence(claim, generation))
                     self._running.add(task)
                     task.add_done_callback(self._running.discard)
+                    if claim.expected_time > soon:
+                        self._waiting[claim.occurrence_id] = (task, claim)
                 if len(claims) >= CLAIM_BATCH:
                     continue
                 await self._housekeeping(now)
@@ -210,11 +215,7 @@ class Dispatcher:
 
     async def _run_occurrence(self, claim: Claim, generation: int) -> None:
         delay = (claim.expected_time - self.clock.now()).total_seconds()
-        if delay > 0:  # claimed ahead: wait for its time
-            task = asyncio.current_task()
-            assert task is not None
-            task.set_name("occurrence-waiting")
-            self._waiting[task] = claim
+        if delay > 0:  # claimed ahead: wait for its time (listed in _waiting by the loop)
             for _ in range(100):  # the loop's timers run on the monotonic clock, which drifts from UTC a little
                 await asyncio.sleep(delay)
                 delay = (claim.expected_time - self.clock.now()).total_seconds()
@@ -222,10 +223,9 @@ class Dispatcher:
                     break
             if self._stopping:
                 return  # stop() hands it back
-            del self._waiting[task]
-            task.set_name("occurrence")
-            if generation != self._generation and not await self._still_current(claim):
-                return
+        waited = self._waiting.pop(claim.occurrence_id, None) is not None
+        if waited and generation != self._generation and not await self._still_current(claim):
+            return  # its job changed while it waited
         self.metrics.occurrences.inc()
         self.metrics.in_flight.inc()
         try:
@@ -351,7 +351,12 @@ class Dispatcher:
             outcome = await self.actions.execute(action, context)
             ended = self.clock.now()
             result = "succeeded" if outcome.succeeded else "failed"
-            self.metrics.attempts.labels(action.type, action_name, result).inc()
+            counter = self._attempt_counters.get((action.type, action_name, result))
+            if counter is None:
+                counter = self._attempt_counters[(action.type, action_name, result)] = self.metrics.attempts.labels(
+                    action.type, action_name, result
+                )
+            counter.inc()
             if log.isEnabledFor(logging.INFO):
                 log.info(
                     "job %s/%s %s attempt %d %s",

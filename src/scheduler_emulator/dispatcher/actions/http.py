@@ -20,6 +20,7 @@ from collections import OrderedDict
 from urllib.parse import urlsplit
 
 import aiohttp
+from yarl import URL
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import MAX_MESSAGE_BODY_BYTES, FireContext, Outcome, body_excerpt
@@ -50,6 +51,7 @@ class HttpAction:
         self.certificates = ClientCertificates()
         self.tokens = TokenCache(settings.oauth_authority)
         self._session: aiohttp.ClientSession | None = None
+        self._urls: dict[str, URL] = {}  # parsed once per URI (aiohttp would parse a string at every request)
 
     def session(self) -> aiohttp.ClientSession:
         """The process's one session (created in the running loop on first use)."""
@@ -65,7 +67,14 @@ class HttpAction:
     async def execute(self, request: HttpRequest, context: FireContext) -> Outcome:
         headers = dict(request.headers or {})
         headers.update(scheduler_headers(context))
-        host = urlsplit(request.uri).hostname or request.uri
+        url = self._urls.get(request.uri)
+        if url is None:
+            if len(self._urls) >= 10_000:
+                self._urls.clear()
+            try:
+                url = self._urls[request.uri] = URL(request.uri)
+            except ValueError as exc:
+                return _failed(request.uri, f"the URI is not valid ({exc})")
         tls: ssl.SSLContext = self.verify
         auth = request.authentication
         if auth is not None and auth.type == "Basic":
@@ -84,11 +93,10 @@ class HttpAction:
             except TokenError as exc:
                 return Outcome(False, f"Http Action - {exc}")
             headers["Authorization"] = f"Bearer {bearer}"
-        is_https = urlsplit(request.uri).scheme.lower() == "https"
         try:
             async with self.session().request(
                 request.method.upper(),
-                request.uri,
+                url,
                 headers=headers,
                 data=request.body.encode() if request.body is not None else None,
                 allow_redirects=True,
@@ -96,15 +104,24 @@ class HttpAction:
                 ssl=tls,
             ) as response:
                 excerpt = await response.content.read(MAX_MESSAGE_BODY_BYTES)
-                status, reason, final_host = response.status, response.reason or "", response.url.host or host
+                status, reason, final_host = response.status, response.reason or "", response.url.host
         except TimeoutError:
-            return Outcome(False, f"Http Action - Request to host '{host}' failed: the request timed out")
+            return _failed(request.uri, "the request timed out")
         except aiohttp.TooManyRedirects:
-            return Outcome(False, f"Http Action - Request to host '{host}' failed: more than {MAX_REDIRECTS} redirects")
+            return _failed(request.uri, f"more than {MAX_REDIRECTS} redirects")
         except (aiohttp.ClientError, OSError) as exc:
-            return Outcome(False, f"Http Action - Request to host '{host}' failed: {describe_error(exc, is_https)}")
+            return _failed(request.uri, describe_error(exc, urlsplit(request.uri).scheme.lower() == "https"))
+        final_host = final_host or _host(request.uri)
         message = f"Http Action - Response from host '{final_host}': '{status} {reason}'".rstrip()
         return Outcome(200 <= status < 300, f"{message} Body: {body_excerpt(excerpt)}")
+
+
+def _host(uri: str) -> str:
+    return urlsplit(uri).hostname or uri
+
+
+def _failed(uri: str, why: str) -> Outcome:
+    return Outcome(False, f"Http Action - Request to host '{_host(uri)}' failed: {why}")
 
 
 class ClientCertificates:
