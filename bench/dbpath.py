@@ -2,20 +2,23 @@
 complete their occurrences in batches, as the dispatcher does, and print the CPU microseconds each costs per
 occurrence. A quick, repeatable gauge of the per-fire persistence cost (the part the HTTP client does not set).
 
-    .venv/bin/python bench/dbpath.py [--jobs 20000] [--batch 500] [--database-url URL] [--profile]
+    .venv/bin/python bench/dbpath.py [--jobs 20000] [--batch 500] [--database-url URL|postgresql] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import insert, text
+from sqlalchemy import insert
 
 from scheduler_emulator.dispatcher.claims import Completion, Definitions, claim_due_jobs, complete_occurrences
 from scheduler_emulator.domain.history import history_id
@@ -50,21 +53,34 @@ def seed(database: Database, jobs: int, due: datetime) -> None:
         conn.execute(insert(JobRow), rows)
 
 
+@contextmanager
+def scratch_database(choice: str | None, folder: Path) -> Iterator[str]:
+    if choice != "postgresql":
+        yield choice or f"sqlite:///{folder / 'dbpath.db'}"
+        return
+    import psycopg
+
+    admin, name = "postgresql://postgres@127.0.0.1:5432/postgres", f"dbpath_{os.getpid()}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument("--database-url")
+    parser.add_argument("--database-url", help="default: a SQLite file; 'postgresql' for a fresh database on "
+                        "postgresql://postgres@127.0.0.1:5432 (dropped afterwards)")
     parser.add_argument("--profile", action="store_true", help="print the top functions (cProfile)")
     opts = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        url = opts.database_url or f"sqlite:///{Path(tmp) / 'dbpath.db'}"
+    with tempfile.TemporaryDirectory() as tmp, scratch_database(opts.database_url, Path(tmp)) as url:
         database = Database(url)
         database.migrate()
-        if database.dialect == "postgresql":
-            with database.engine.begin() as conn:
-                for table in ("job_history", "job_occurrences", "jobs", "job_collections", "dispatchers"):
-                    conn.execute(text(f"DELETE FROM {table}"))
         due = datetime.now(UTC) - timedelta(seconds=1)
         seed(database, opts.jobs, due)
         definitions, owner = Definitions(), "bench:dbpath"

@@ -282,6 +282,18 @@ _INSERT_OCCURRENCES = {
 }
 
 
+# On PostgreSQL a batch travels as three arrays in one short statement: the multi-row VALUES form that
+# SQLAlchemy sends otherwise is a statement thousands of parameters long, which the driver parses at every call
+# (measured: a quarter of the claim's CPU).
+_PG_INSERT_OCCURRENCES = text(
+    "INSERT INTO job_occurrences (job_id, expected_time, repeat_count, owner, first_owner, claimed_at) "
+    "SELECT v.job_id, v.expected_time, v.repeat_count, :owner, :owner, :now "
+    "FROM unnest(CAST(:jobs AS BIGINT[]), CAST(:times AS TIMESTAMPTZ[]), CAST(:repeats AS INTEGER[])) "
+    "AS v(job_id, expected_time, repeat_count) "
+    "ON CONFLICT (job_id, expected_time) DO NOTHING RETURNING id, job_id, expected_time"
+)
+
+
 def insert_occurrences(
     session: Session, occurrences: list[tuple[int, datetime, int]], owner: str, now: datetime
 ) -> dict[tuple[int, datetime], int]:
@@ -289,6 +301,12 @@ def insert_occurrences(
     skipped by the unique key. Returns the new ones' ids by (job id, expected time)."""
     if not occurrences:
         return {}
+    if session.get_bind().dialect.name == "postgresql":
+        job_ids, times, repeats = (list(column) for column in zip(*occurrences, strict=True))
+        found = session.execute(
+            _PG_INSERT_OCCURRENCES, {"jobs": job_ids, "times": times, "repeats": repeats, "owner": owner, "now": now}
+        )
+        return {(job_id, expected): row_id for row_id, job_id, expected in found.tuples()}
     statement = _INSERT_OCCURRENCES[session.get_bind().dialect.name]
     rows = [
         {
