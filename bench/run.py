@@ -519,6 +519,9 @@ def million_table(m: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+ISSUE_APS_REFERENCE = 700  # fires/s the issue measured for APScheduler at 3,000/s demand on its machine
+
+
 def targets(fire: list[h.Measured], million: dict[str, Any] | None) -> str:
     by = {(r.system, round(r.demand)): r for r in fire if r.stats is not None}
     rates = sorted({round(r.demand) for r in fire})
@@ -543,7 +546,7 @@ def targets(fire: list[h.Measured], million: dict[str, Any] | None) -> str:
         if aps and aps.stats:
             row("(reference) APScheduler at 1,000/s",
                 f"{aps.stats.achieved:,.0f}/s, p99 {fmt(aps.stats.p99_ms)} ms", None)
-    top = max(rates) if rates else None
+    top = 3000 if 3000 in rates else (max(rates) if rates else None)
     if top is not None and top >= 3000:
         plain, aps = get("plain", top), get("aps", top)
         for system in EMULATOR_SYSTEMS:
@@ -558,6 +561,23 @@ def targets(fire: list[h.Measured], million: dict[str, Any] | None) -> str:
                 ratio = r.stats.achieved / aps.stats.achieved
                 row(f"{top:,}/s, {r.system}: ≥ 3 × APScheduler",
                     f"{r.stats.achieved:,.0f} / {aps.stats.achieved:,.0f} = {ratio:.2f}×", ratio >= 3)
+                reference = ISSUE_APS_REFERENCE
+                row(f"{top:,}/s, {r.system}: ≥ 3 × the issue's APScheduler figure (~{reference}/s)",
+                    f"{r.stats.achieved:,.0f} / {reference} = {r.stats.achieved / reference:.2f}×",
+                    r.stats.achieved >= 3 * reference)
+        if aps and aps.stats and 3 * aps.stats.achieved > top:
+            row(f"(note) APScheduler reached {aps.stats.achieved:,.0f}/s here",
+                f"3 × that = {3 * aps.stats.achieved:,.0f}/s exceeds the {top:,}/s demand: no system can show 3× "
+                f"at this demand (the plain loop's own ratio is {top / aps.stats.achieved:.2f}×)", None)
+    for rate in [r for r in rates if r > 3000]:
+        aps = get("aps", rate)
+        for system in ("plain", *EMULATOR_SYSTEMS):
+            r = get(system, rate)
+            if r is None or r.stats is None or not aps or not aps.stats or system == "aps":
+                continue
+            row(f"(reference) {rate:,}/s demand, {r.system} vs APScheduler",
+                f"{r.stats.achieved:,.0f} / {aps.stats.achieved:,.0f} = {r.stats.achieved / aps.stats.achieved:.2f}×",
+                None)
     for rate in rates:
         one, three = get("pg1", rate), get("pg3", rate)
         if one and three and one.stats and three.stats:
