@@ -120,6 +120,8 @@ def main() -> None:
           f"total {1e6 * (completed - began) / n:.0f} µs CPU per occurrence")
     if profiler:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        if os.environ.get("DBPATH_CALLERS"):
+            pstats.Stats(profiler).print_callers(os.environ["DBPATH_CALLERS"])
 
 
 if __name__ == "__main__":

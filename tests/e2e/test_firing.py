@@ -438,6 +438,44 @@ def test_many_jobs_due_together_fire_on_time(emulator: Emulator, target: TargetS
     assert len(target.requests(path)) == 20
 
 
+def test_jobs_finishing_together_each_keep_their_own_outcome_and_body(
+    emulator: Emulator, target: TargetServer
+) -> None:
+    """Jobs due at the same instant are claimed and finished as one batch (on PostgreSQL, statements over
+    arrays): each job's history keeps its own target's body, whatever characters it holds (quotes, braces,
+    backslashes, a NUL byte, bytes that are not UTF-8), its own status and counters, and each one-time job
+    ends in its own state."""
+    names = Names()
+    emulator.collection(names)
+    bodies: list[tuple[int, bytes, str]] = [
+        (200, b'say "hi", {NULL}', 'say "hi", {NULL}'),
+        (200, b"back\\slash \\\" quote", "back\\slash \\\" quote"),
+        (200, b"NULL", "NULL"),
+        (200, b"line one\nline two\ttab", "line one\nline two\ttab"),
+        (200, b"nul\x00byte", "nul\ufffdbyte"),
+        (200, b"latin-1 \xe9t\xe9", "latin-1 \ufffdt\ufffd"),
+        (200, "unicode \u00e9\u4e2d\U0001f600".encode(), "unicode \u00e9\u4e2d\U0001f600"),
+        (500, b"{,}", "{,}"),
+    ]
+    start = whole_seconds_from_now(3)
+    jobs: dict[str, tuple[int, str]] = {}
+    for i, (status, body, shown) in enumerate(bodies):
+        job, path = unique(f"batch{i}-"), a_path(f"batch{i}")
+        target.respond(path, status=status, body=body)
+        emulator.put_job(names, job, {"startTime": iso(start), "action": http_action(target, path, retry=NO_RETRY)})
+        jobs[job] = (status, shown)
+    assert seconds_until(start) > 0, "creating the jobs took too long"
+
+    for job, (status, shown) in jobs.items():
+        done = emulator.wait_state(names, job, "Completed" if status == 200 else "Faulted", seconds_until(start) + 10)
+        counts = done["properties"]["status"]
+        assert (counts["executionCount"], counts["failureCount"]) == (1, int(status != 200)), job
+        [entry] = emulator.history(names, job)
+        assert entry["status"] == ("Completed" if status == 200 else "Failed"), job
+        assert parse(entry["expectedExecutionTime"]) == start
+        assert entry["message"].endswith(f" Body: {shown}"), (job, entry["message"])
+
+
 def test_failing_target_gets_the_retries_then_the_error_action(emulator: Emulator, target: TargetServer) -> None:
     """Fixed policy, 2 retries 2 s apart, then the error action; a one-time job ends Faulted."""
     names = Names()
