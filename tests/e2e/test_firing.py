@@ -438,9 +438,7 @@ def test_many_jobs_due_together_fire_on_time(emulator: Emulator, target: TargetS
     assert len(target.requests(path)) == 20
 
 
-def test_jobs_finishing_together_each_keep_their_own_outcome_and_body(
-    emulator: Emulator, target: TargetServer
-) -> None:
+def test_jobs_finishing_together_each_keep_their_own_outcome_and_body(emulator: Emulator, target: TargetServer) -> None:
     """Jobs due at the same instant are claimed and finished as one batch (on PostgreSQL, statements over
     arrays): each job's history keeps its own target's body, whatever characters it holds (quotes, braces,
     backslashes, a NUL byte, bytes that are not UTF-8), its own status and counters, and each one-time job
@@ -449,7 +447,7 @@ def test_jobs_finishing_together_each_keep_their_own_outcome_and_body(
     emulator.collection(names)
     bodies: list[tuple[int, bytes, str]] = [
         (200, b'say "hi", {NULL}', 'say "hi", {NULL}'),
-        (200, b"back\\slash \\\" quote", "back\\slash \\\" quote"),
+        (200, b'back\\slash \\" quote', 'back\\slash \\" quote'),
         (200, b"NULL", "NULL"),
         (200, b"line one\nline two\ttab", "line one\nline two\ttab"),
         (200, b"nul\x00byte", "nul\ufffdbyte"),

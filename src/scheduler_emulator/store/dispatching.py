@@ -103,8 +103,7 @@ def _pg_array(values: list[Any], kind: str) -> str:
         items = ["NULL" if value is None else str(int(value)) for value in values]
     else:
         items = [
-            "NULL" if value is None else '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-            for value in values
+            "NULL" if value is None else '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"' for value in values
         ]
     return "{" + ",".join(items) + "}"
 
