@@ -21,7 +21,7 @@ from api_support import (
 from sqlalchemy import func, select
 
 from scheduler_emulator.domain.history import history_id
-from scheduler_emulator.store import repository
+from scheduler_emulator.store import dispatching, repository
 from scheduler_emulator.store.models import JobHistoryRow
 
 HISTORY_TYPE = "Microsoft.Scheduler/jobCollections/jobs/history"
@@ -100,6 +100,32 @@ def test_history_entry_shape(http, names, job):
     third = expect_ok(get(http, history_path(names)))["value"][4]
     assert third["properties"]["actionName"] == "ErrorAction"
     assert third["properties"]["retryCount"] == 2
+
+
+def test_entries_of_different_jobs_may_share_a_history_id(http, backend, names):
+    """Dispatcher processes sharing one database can stamp entries of different jobs in the same tick with the
+    same id (a table-wide unique key refused the second, and that occurrence never finished): each is
+    stored and listed under its own job, whether written in one dispatcher batch or one at a time."""
+    create_collection(http, names)
+    for job in ("first", "second", "third"):
+        create_job(http, names, job)
+    shared = history_id(BASE)
+    job_ids = {job: stored_job(backend, names, job)["id"] for job in ("first", "second", "third")}
+    entry = {
+        "history_id": shared, "start_time": BASE, "end_time": BASE, "expected_execution_time": BASE,
+        "action_name": "MainAction", "status": "Completed", "retry_count": 0, "repeat_count": 1,
+    }  # fmt: skip
+    with store(backend).session() as session:  # one dispatcher batch: the first two jobs
+        dispatching.add_history(
+            session,
+            [(job_ids["first"], {**entry, "message": "first"}), (job_ids["second"], {**entry, "message": "second"})],
+        )
+    with store(backend).session() as session:  # another process, a moment later
+        dispatching.add_history(session, [(job_ids["third"], {**entry, "message": "third"})])
+    for job in ("first", "second", "third"):
+        [listed] = expect_ok(get(http, history_path(names, job)))["value"]
+        assert listed["name"] == f"{names.collection}/{job}/{shared}"
+        assert listed["properties"]["message"] == job
 
 
 def test_history_keeps_the_creation_casing_of_names(http, backend, names):

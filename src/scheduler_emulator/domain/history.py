@@ -1,13 +1,16 @@
-"""History entry identifiers: unique, and sorting newest first as text, like the real service's."""
+"""History entry identifiers: unique within their job, and sorting newest first as text, like the real service's."""
 
 from __future__ import annotations
 
 import itertools
+import secrets
 from datetime import UTC, datetime
 
 _EPOCH = datetime(1, 1, 1, tzinfo=UTC)
 _INT64_MAX = 2**63 - 1
-_sequence = itertools.count()
+# From a random start in each process, so that processes stamping in the same tick rarely agree (the ids of
+# different jobs may coincide: they are only shown under their own job).
+_sequence = itertools.count(secrets.randbelow(100))
 
 
 def history_id(moment: datetime) -> str:

@@ -143,7 +143,7 @@ class JobHistoryRow(Base):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
-    history_id: Mapped[str] = mapped_column(String(40), unique=True)
+    history_id: Mapped[str] = mapped_column(String(40))  # unique within its job (by construction), not table-wide
     start_time: Mapped[datetime]
     end_time: Mapped[datetime | None]
     expected_execution_time: Mapped[datetime | None]
