@@ -3,6 +3,8 @@ complete their occurrences in batches, as the dispatcher does, and print the CPU
 occurrence. A quick, repeatable gauge of the per-fire persistence cost (the part the HTTP client does not set).
 
     .venv/bin/python bench/dbpath.py [--jobs 20000] [--batch 500] [--database-url URL|postgresql] [--profile]
+
+With --profile, DBPATH_CALLERS=<regex> also prints who called the functions matching it.
 """
 
 from __future__ import annotations

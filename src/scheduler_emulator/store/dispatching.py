@@ -7,13 +7,31 @@ and only then does the caller make the network call. No row lock is held across 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import (
+    DateTime,
+    Integer,
+    String,
+    Table,
+    and_,
+    bindparam,
+    column,
+    delete,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
+from sqlalchemy.types import TypeEngine
 
 from scheduler_emulator.store.models import DispatcherRow, JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
 
@@ -86,10 +104,11 @@ def due_jobs(
     return list(found.values())
 
 
-def _pg_array(values: list[Any], kind: str) -> str:
-    """A PostgreSQL array literal of ``values`` (to CAST to ``kind``[]), formatted here: psycopg's dumping of a
-    Python list costs microseconds per element (7 µs per datetime, measured), more than the statement itself."""
-    if kind == "TIMESTAMPTZ":
+def _pg_array(values: list[Any], kind: TypeEngine[Any]) -> str:
+    """A PostgreSQL array literal of ``values`` of a column of type ``kind``, formatted here: psycopg's dumping of
+    a Python list costs microseconds per element (7 µs per datetime, measured), more than the statement itself."""
+    kind = getattr(kind, "impl", kind)  # UTCDateTime → DateTime
+    if isinstance(kind, DateTime):
         items = []
         for value in values:
             if value is None:
@@ -99,7 +118,7 @@ def _pg_array(values: list[Any], kind: str) -> str:
             else:
                 # Digits, "-", ":", ".", "+" and "T": nothing to quote.
                 items.append((value if value.tzinfo is UTC else value.astimezone(UTC)).isoformat())
-    elif kind in ("BIGINT", "INTEGER"):
+    elif isinstance(kind, Integer):
         items = ["NULL" if value is None else str(int(value)) for value in values]
     else:
         items = [
@@ -108,22 +127,33 @@ def _pg_array(values: list[Any], kind: str) -> str:
     return "{" + ",".join(items) + "}"
 
 
-class _RowsUpdate:
-    """An UPDATE of many rows by key, each with its own values (a list of dicts). SQLite runs it as one
-    executemany statement. PostgreSQL gets one statement over arrays, ``UPDATE … FROM unnest(arrays)``: an
-    executemany is a round trip per row there (measured: the claim and finish UPDATEs were the largest part
-    of a PostgreSQL dispatcher's CPU at 3,000 fires/s). Rows that repeat a key keep the executemany, whose
-    updates apply one after another (a join would apply only one of them)."""
+def _unnest(kinds: dict[str, TypeEngine[Any]]) -> Any:
+    """``unnest(CAST(:name AS type[]), …) AS anon(name, …)``: rows sent as one array literal per column (bound
+    as text, see _pg_array), to select from or join."""
+    arrays = (sql_cast(bindparam(name, type_=String()), postgresql.ARRAY(kind)) for name, kind in kinds.items())
+    return func.unnest(*arrays).table_valued(*(column(name, kind) for name, kind in kinds.items())).render_derived()
 
-    def __init__(self, statement: Any, table: str, key: str, columns: dict[str, str], assignments: str) -> None:
-        self.statement = statement
-        self.columns = columns
-        self.key = key
-        arrays = ", ".join(f"CAST(:{name} AS {kind}[])" for name, kind in columns.items())
-        self.array_statement = text(
-            f"UPDATE {table} SET {assignments} FROM unnest({arrays}) AS v({', '.join(columns)}) "
-            f"WHERE {table}.id = v.{key}"
-        )
+
+class _RowsUpdate:
+    """An UPDATE of many rows by id, each with its own values (a list of dicts, keyed as ``kinds``), defined
+    once by ``values``: a function from the per-row values (bound parameters, or the columns of an unnest) to
+    the SET clause. SQLite runs it as one executemany statement. PostgreSQL gets one statement over arrays,
+    ``UPDATE … FROM unnest(arrays)``: an executemany is a round trip per row there (measured: the claim and
+    finish UPDATEs were the largest part of a PostgreSQL dispatcher's CPU at 3,000 fires/s). Rows that repeat
+    an id keep the executemany, whose updates apply one after another (a join would apply only one)."""
+
+    def __init__(
+        self,
+        table: Table,
+        key: str,
+        kinds: dict[str, TypeEngine[Any]],
+        values: Callable[[Mapping[str, Any]], dict[Any, Any]],
+    ) -> None:
+        self.key, self.kinds = key, kinds
+        params = {name: bindparam(name, type_=kind) for name, kind in kinds.items()}
+        self.statement = update(table).where(table.c.id == params[key]).values(values(params))
+        rows = _unnest(kinds)
+        self.array_statement = update(table).where(table.c.id == rows.c[key]).values(values(rows.c))
 
     def execute(self, session: Session, rows: list[dict[str, Any]]) -> None:
         if not rows:
@@ -135,32 +165,28 @@ class _RowsUpdate:
         ):
             session.execute(
                 self.array_statement,
-                {name: _pg_array([row[name] for row in rows], kind) for name, kind in self.columns.items()},
+                {name: _pg_array([row[name] for row in rows], kind) for name, kind in self.kinds.items()},
             )
         else:
             session.execute(self.statement, rows)
 
 
 _MOVE_JOBS = _RowsUpdate(
-    update(JOBS)
-    .where(JOBS.c.id == bindparam("job_id"))
-    .values(
-        next_execution_time=bindparam("next_time"),
-        repeat_count=bindparam("repeat"),
-        run_requested_at=bindparam("run_requested_at"),
-        lease_owner=bindparam("owner"),
-    ),
-    "jobs",
+    JOBS,
     "job_id",
     {
-        "job_id": "BIGINT",
-        "next_time": "TIMESTAMPTZ",
-        "repeat": "INTEGER",
-        "run_requested_at": "TIMESTAMPTZ",
-        "owner": "VARCHAR",
+        "job_id": JOBS.c.id.type,
+        "next_time": JOBS.c.next_execution_time.type,
+        "repeat": JOBS.c.repeat_count.type,
+        "run_requested_at": JOBS.c.run_requested_at.type,
+        "owner": JOBS.c.lease_owner.type,
     },
-    "next_execution_time = v.next_time, repeat_count = v.repeat, run_requested_at = v.run_requested_at, "
-    "lease_owner = v.owner",
+    lambda row: {
+        JOBS.c.next_execution_time: row["next_time"],
+        JOBS.c.repeat_count: row["repeat"],
+        JOBS.c.run_requested_at: row["run_requested_at"],
+        JOBS.c.lease_owner: row["owner"],
+    },
 )
 
 
@@ -185,66 +211,52 @@ def take_over_occurrence(session: Session, job_id: int, owner: str, now: datetim
     return row.id, row.expected_time, row.repeat_count
 
 
-_CLOSE_OCCURRENCE = (
-    update(OCCURRENCES)
-    .where(OCCURRENCES.c.id == bindparam("b_id"))
-    .values(finished_at=bindparam("b_now", type_=OCCURRENCES.c.finished_at.type), outcome=bindparam("b_outcome"))
-)
-_COUNTERS = {
-    "execution_count": JOBS.c.execution_count + bindparam("b_exec"),
-    "failure_count": JOBS.c.failure_count + bindparam("b_fail"),
-    "faulted_count": JOBS.c.faulted_count + bindparam("b_fault"),
-    "last_execution_time": func.coalesce(
-        bindparam("b_last", type_=JOBS.c.last_execution_time.type), JOBS.c.last_execution_time
-    ),
-}
-# An occurrence's end, in one UPDATE per job: counters, lease, and (when the definition did not change
-# meanwhile) the next due time and state.
-_FINISH_JOB = (
-    update(JOBS)
-    .where(JOBS.c.id == bindparam("job_id"))
-    .values(
-        **_COUNTERS,
-        lease_owner=bindparam("owner"),
-        next_execution_time=bindparam("next_time", type_=JOBS.c.next_execution_time.type),
-        state=bindparam("state"),
-        finished_at=func.coalesce(bindparam("finished_at", type_=JOBS.c.finished_at.type), JOBS.c.finished_at),
-    )
-)
-_RELEASE_JOB = update(JOBS).where(JOBS.c.id == bindparam("job_id")).values(**_COUNTERS, lease_owner=bindparam("owner"))
-
-
-_COUNTER_COLUMNS = {"b_exec": "INTEGER", "b_fail": "INTEGER", "b_fault": "INTEGER", "b_last": "TIMESTAMPTZ"}
-_COUNTER_ASSIGNMENTS = (
-    "execution_count = jobs.execution_count + v.b_exec, failure_count = jobs.failure_count + v.b_fail, "
-    "faulted_count = jobs.faulted_count + v.b_fault, "
-    "last_execution_time = coalesce(v.b_last, jobs.last_execution_time), lease_owner = v.owner"
-)
 _CLOSE_OCCURRENCES = _RowsUpdate(
-    _CLOSE_OCCURRENCE,
-    "job_occurrences",
+    OCCURRENCES,
     "b_id",
-    {"b_id": "BIGINT", "b_now": "TIMESTAMPTZ", "b_outcome": "VARCHAR"},
-    "finished_at = v.b_now, outcome = v.b_outcome",
+    {"b_id": OCCURRENCES.c.id.type, "b_now": OCCURRENCES.c.finished_at.type, "b_outcome": OCCURRENCES.c.outcome.type},
+    lambda row: {OCCURRENCES.c.finished_at: row["b_now"], OCCURRENCES.c.outcome: row["b_outcome"]},
 )
+_COUNTER_KINDS: dict[str, TypeEngine[Any]] = {
+    "job_id": JOBS.c.id.type,
+    "owner": JOBS.c.lease_owner.type,
+    "b_exec": Integer(),
+    "b_fail": Integer(),
+    "b_fault": Integer(),
+    "b_last": JOBS.c.last_execution_time.type,
+}
+
+
+def _counters(row: Mapping[str, Any]) -> dict[Any, Any]:
+    """An occurrence's end for its job: counters and lease."""
+    return {
+        JOBS.c.execution_count: JOBS.c.execution_count + row["b_exec"],
+        JOBS.c.failure_count: JOBS.c.failure_count + row["b_fail"],
+        JOBS.c.faulted_count: JOBS.c.faulted_count + row["b_fault"],
+        JOBS.c.last_execution_time: func.coalesce(row["b_last"], JOBS.c.last_execution_time),
+        JOBS.c.lease_owner: row["owner"],
+    }
+
+
+# An occurrence's end, in one UPDATE per job: counters, lease, and (when the definition did not change
+# meanwhile) the next due time and state; or counters and lease only.
 _FINISH_JOBS = _RowsUpdate(
-    _FINISH_JOB,
-    "jobs",
+    JOBS,
     "job_id",
     {
-        "job_id": "BIGINT",
-        "owner": "VARCHAR",
-        "next_time": "TIMESTAMPTZ",
-        "state": "VARCHAR",
-        "finished_at": "TIMESTAMPTZ",
-        **_COUNTER_COLUMNS,
+        **_COUNTER_KINDS,
+        "next_time": JOBS.c.next_execution_time.type,
+        "state": JOBS.c.state.type,
+        "finished_at": JOBS.c.finished_at.type,
     },
-    _COUNTER_ASSIGNMENTS + ", next_execution_time = v.next_time, state = v.state, "
-    "finished_at = coalesce(v.finished_at, jobs.finished_at)",
+    lambda row: {
+        **_counters(row),
+        JOBS.c.next_execution_time: row["next_time"],
+        JOBS.c.state: row["state"],
+        JOBS.c.finished_at: func.coalesce(row["finished_at"], JOBS.c.finished_at),
+    },
 )
-_RELEASE_JOBS = _RowsUpdate(
-    _RELEASE_JOB, "jobs", "job_id", {"job_id": "BIGINT", "owner": "VARCHAR", **_COUNTER_COLUMNS}, _COUNTER_ASSIGNMENTS
-)
+_RELEASE_JOBS = _RowsUpdate(JOBS, "job_id", _COUNTER_KINDS, _counters)
 
 
 def close_occurrences(session: Session, outcomes: list[tuple[int, str]], now: datetime) -> None:
@@ -302,34 +314,24 @@ def add_history(session: Session, entries: list[tuple[int, dict[str, Any]]]) -> 
     if not entries:
         return
     if len(entries) > 1 and session.get_bind().dialect.name == "postgresql":
-        columns = {"job_id": [job_id for job_id, _ in entries]}
-        for name, (_, default) in _HISTORY_COLUMNS.items():
-            columns[name] = [entry.get(name, default) for _, entry in entries]
-        session.execute(
-            _PG_INSERT_HISTORY, {name: _pg_array(values, _HISTORY_KINDS[name]) for name, values in columns.items()}
-        )
+        arrays = {"job_id": _pg_array([job_id for job_id, _ in entries], HISTORY.c.job_id.type)}
+        for name, (kind, default) in _HISTORY_COLUMNS.items():
+            arrays[name] = _pg_array([entry.get(name, default) for _, entry in entries], kind)
+        session.execute(_PG_INSERT_HISTORY, arrays)
     else:
         session.execute(insert(HISTORY), [{"job_id": job_id, **entry} for job_id, entry in entries])
 
 
 # A batch of history entries on PostgreSQL: one INSERT over arrays (see _RowsUpdate), with the columns' defaults.
-_HISTORY_COLUMNS: dict[str, tuple[str, Any]] = {
-    "history_id": ("VARCHAR", None),
-    "start_time": ("TIMESTAMPTZ", None),
-    "end_time": ("TIMESTAMPTZ", None),
-    "expected_execution_time": ("TIMESTAMPTZ", None),
-    "action_name": ("VARCHAR", None),
-    "status": ("VARCHAR", None),
-    "message": ("TEXT", ""),
-    "retry_count": ("INTEGER", 0),
-    "repeat_count": ("INTEGER", 0),
+_HISTORY_COLUMNS = {
+    column.name: (column.type, column.default.arg if column.default is not None else None)  # type: ignore[attr-defined]
+    for column in HISTORY.columns
+    if column.name not in ("id", "job_id")
 }
-_HISTORY_KINDS = {"job_id": "BIGINT", **{name: kind for name, (kind, _) in _HISTORY_COLUMNS.items()}}
-_PG_INSERT_HISTORY = text(
-    f"INSERT INTO job_history ({', '.join(_HISTORY_KINDS)}) SELECT * FROM unnest("
-    + ", ".join(f"CAST(:{name} AS {kind}[])" for name, kind in _HISTORY_KINDS.items())
-    + ")"
+_HISTORY_ROWS = _unnest(
+    {"job_id": HISTORY.c.job_id.type, **{name: kind for name, (kind, _) in _HISTORY_COLUMNS.items()}}
 )
+_PG_INSERT_HISTORY = insert(HISTORY).from_select(["job_id", *_HISTORY_COLUMNS], select(*_HISTORY_ROWS.c))
 
 
 def finish_jobs(session: Session, moved: list[dict[str, Any]], released: list[dict[str, Any]]) -> None:
@@ -432,9 +434,9 @@ def insert_occurrences(
         found = session.execute(
             _PG_INSERT_OCCURRENCES,
             {
-                "jobs": _pg_array(job_ids, "BIGINT"),
-                "times": _pg_array(times, "TIMESTAMPTZ"),
-                "repeats": _pg_array(repeats, "INTEGER"),
+                "jobs": _pg_array(job_ids, OCCURRENCES.c.job_id.type),
+                "times": _pg_array(times, OCCURRENCES.c.expected_time.type),
+                "repeats": _pg_array(repeats, OCCURRENCES.c.repeat_count.type),
                 "owner": owner,
                 "now": now,
             },
