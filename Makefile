@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint
+.PHONY: run test test-machine lint
 
 $(VENV)/.run-deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,13 +20,18 @@ $(VENV)/.test-deps: pyproject.toml $(VENV)/.run-deps
 run: $(VENV)/.run-deps
 	$(VENV)/bin/scheduler-emulator $(ARGS)
 
-# Azurite (the Azure Storage emulator the StorageQueue tests run), pinned in package-lock.json. Without
-# npm the tests that need it say so: they fail in CI and are skipped locally.
-node_modules/.installed: package.json package-lock.json
-	@if command -v npm >/dev/null 2>&1; then npm ci --no-audit --no-fund && touch $@; \
-	else echo "npm not found: install Node.js 20+ with npm for the StorageQueue tests (Azurite)" >&2; fi
+# Azurite (the Azure Storage emulator the StorageQueue tests run) and the other npm packages the tests use,
+# pinned in package-lock.json; npm itself comes from test-machine.
+node_modules/.installed: package.json package-lock.json | test-machine
+	npm ci --no-audit --no-fund
+	touch $@
 
-test: $(VENV)/.test-deps node_modules/.installed
+# Debian programs the suite runs (docker-compose, Node.js/npm, iproute2): installed with apt-get when missing and
+# root, else one message saying what to install; and a PostgreSQL probe (fatal with CI=true).
+test-machine:
+	@bash scripts/test-machine.sh
+
+test: test-machine $(VENV)/.test-deps node_modules/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.test-deps
