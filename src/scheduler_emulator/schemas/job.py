@@ -4,6 +4,7 @@ that need nothing but the definition itself. Plan- and time-dependent rules live
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -280,6 +281,23 @@ def _domain_recurrence(recurrence: Recurrence | None) -> rec.Recurrence | None:
         end_time=recurrence.end_time,
         schedule=schedule,
     )
+
+
+def duration_fields(properties: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
+    """(object, key) of every duration string in job properties, stored or as sent: the ``retryInterval``
+    of the action and of its error action, and the ``timeToLive`` of their Service Bus messages."""
+    action = properties.get("action")
+    for act in (action, action.get("errorAction") if isinstance(action, dict) else None):
+        if not isinstance(act, dict):
+            continue
+        policy = act.get("retryPolicy")
+        if isinstance(policy, dict) and isinstance(policy.get("retryInterval"), str):
+            yield policy, "retryInterval"
+        for payload in ("serviceBusQueueMessage", "serviceBusTopicMessage"):
+            message = act.get(payload)
+            brokered = message.get("brokeredMessageProperties") if isinstance(message, dict) else None
+            if isinstance(brokered, dict) and isinstance(brokered.get("timeToLive"), str):
+                yield brokered, "timeToLive"
 
 
 def strip_secrets(properties: dict[str, Any]) -> dict[str, Any]:
