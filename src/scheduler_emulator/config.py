@@ -208,9 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=describe("servicebus_endpoints") + " Repeatable.",
     )
     parser.add_argument("--oauth-authority", help=describe("oauth_authority"))
-    parser.add_argument(
-        "--duration-format", choices=list(get_args(DurationFormat)), help=describe("duration_format")
-    )
+    parser.add_argument("--duration-format", choices=list(get_args(DurationFormat)), help=describe("duration_format"))
     return parser
 
 
