@@ -357,7 +357,7 @@ def test_every_client_reads_what_every_client_wrote(world: World, commands: dict
             for client in CLIENTS
         }
         written = every_client(commands, plans)
-        for writer, (fmt, key) in RAW_WRITERS.items():
+        for writer, (_, key) in RAW_WRITERS.items():
             for s, spec in specs.items():
                 name = job_name(writer, s)
                 body = {"properties": to_wire(spec, SENT_FORMAT[writer], key)}
