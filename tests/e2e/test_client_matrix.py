@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import subprocess
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -235,7 +236,7 @@ def differences(got: Any, want: Any, path: str = "") -> list[str]:
 class World:
     server: ServerProcess
     target: TargetServer
-    subscription: str = field(default_factory=lambda: "00000000-0000-0000-0000-" + unique("")[:10].rjust(12, "0"))
+    subscription: str = field(default_factory=lambda: str(uuid.uuid4()))
     resource_group: str = field(default_factory=lambda: unique("rg-matrix-"))
     shared: str = field(default_factory=lambda: unique("jc-shared-"))
 
@@ -272,6 +273,8 @@ def commands() -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """An emulator over HTTPS with a recording target for the jobs' actions. One store (SQLite): what is
+    tested here sits above the store, whose own suites run on both backends."""
     target = TargetServer().start()
     server = ServerProcess(
         ["--port", "0", "--https", "--data-dir", str(tmp_path_factory.mktemp("matrix")), "--log-level", "warning"]
