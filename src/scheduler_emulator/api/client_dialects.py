@@ -3,7 +3,7 @@
 client sends are read as it meant them before anything validates them, and durations in a response are
 written so that it can read them.
 
-What is stored is always readable the standard way (``domain.durations.parse_duration`` with no day
+**Decision**: what is stored is always readable the standard way (``domain.durations.parse_duration`` with no day
 factor): the text as sent, except a TimeSpan with days from a client that counts days in thirtieths,
 which is stored as the standard TimeSpan of the same length (2.0.0's ``60.00:00:00`` for 2 days is
 stored as ``2.00:00:00``). The store, the rules and the dispatcher read one meaning, and a client that

@@ -23,7 +23,7 @@ from scheduler_emulator.domain.errors import Conflict
 from scheduler_emulator.domain.job_rules import RetrySpec, check_job, check_job_count
 from scheduler_emulator.domain.merge import merge_patch
 from scheduler_emulator.domain.plans import Limits
-from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties
+from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties, use_spec_occurrence_key
 from scheduler_emulator.schemas.job_collection import stored_limits
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
@@ -151,6 +151,7 @@ def _write(
             "job definition", MAX_DEFINITION_BYTES, len(json.dumps(raw, separators=(",", ":")))
         )
     properties = validated(JobDefinitionIn, {"properties": raw}).properties
+    use_spec_occurrence_key(raw)  # after validation, whose messages name the key the client sent
     limits = collection_limits_of(collection, floor)
     if existing is None:
         check_job_count(repo.count_jobs(session, collection), limits)

@@ -6,7 +6,7 @@ from typing import Any
 
 from scheduler_emulator.api.client_dialects import Style, render_durations
 from scheduler_emulator.domain.clock import isoformat_z
-from scheduler_emulator.schemas.job import strip_secrets
+from scheduler_emulator.schemas.job import strip_secrets, use_spec_occurrence_key
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 
 COLLECTION_TYPE = "Microsoft.Scheduler/jobCollections"
@@ -46,7 +46,7 @@ def job_to_wire(collection: JobCollectionRow, job: JobRow, durations: Style = St
     """A job as ARM shows it, its durations written in ``durations`` (api.client_dialects)."""
     properties = strip_secrets(job.definition)
     render_durations(properties, durations)
-    _spec_occurrence_key(properties)
+    use_spec_occurrence_key(properties)  # rows stored before writes did it
     properties["state"] = _echo(properties.get("state"), job.state)
     status: dict[str, Any] = {
         "executionCount": job.execution_count,
@@ -85,17 +85,6 @@ def history_to_wire(collection: JobCollectionRow, job: JobRow, entry: JobHistory
         "name": f"{collection.name}/{job.name}/{entry.history_id}",
         "properties": properties,
     }
-
-
-def _spec_occurrence_key(properties: dict[str, Any]) -> None:
-    """``monthlyOccurrences`` entries answer with the spec's key ``Occurrence`` however the client spelt it:
-    every SDK reads that key case-sensitively and silently loses ``occurrence`` (the recurrence doc's
-    spelling). Where both were sent, the one the schedule uses (``occurrence``, as the validator reads it)."""
-    schedule = (properties.get("recurrence") or {}).get("schedule")
-    entries = schedule.get("monthlyOccurrences") if isinstance(schedule, dict) else None
-    for entry in entries if isinstance(entries, list) else [entries]:
-        if isinstance(entry, dict) and "occurrence" in entry:
-            entry["Occurrence"] = entry.pop("occurrence")
 
 
 def _echo(sent: object, canonical: str) -> str:

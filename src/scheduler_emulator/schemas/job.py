@@ -283,6 +283,19 @@ def _domain_recurrence(recurrence: Recurrence | None) -> rec.Recurrence | None:
     )
 
 
+def use_spec_occurrence_key(properties: dict[str, Any]) -> None:
+    """Rename, in place, ``occurrence`` in ``monthlyOccurrences`` entries to the spec's key ``Occurrence``:
+    every SDK reads that key case-sensitively and silently loses ``occurrence`` (the recurrence doc's
+    spelling), so it is stored and answered so whichever the client sent. Where both were sent, the one the
+    schedule uses (``occurrence``, as MonthlyOccurrence reads it) wins."""
+    recurrence = properties.get("recurrence")
+    schedule = recurrence.get("schedule") if isinstance(recurrence, dict) else None
+    entries = schedule.get("monthlyOccurrences") if isinstance(schedule, dict) else None
+    for entry in entries if isinstance(entries, list) else [entries]:
+        if isinstance(entry, dict) and "occurrence" in entry:
+            entry["Occurrence"] = entry.pop("occurrence")
+
+
 def duration_fields(properties: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
     """(object, key) of every duration string in job properties, stored or as sent: the ``retryInterval``
     of the action and of its error action, and the ``timeToLive`` of their Service Bus messages."""
