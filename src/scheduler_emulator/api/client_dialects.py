@@ -3,11 +3,12 @@
 client sends are read as it meant them before anything validates them, and durations in a response are
 written so that it can read them.
 
-**Decision**: what is stored is always readable the standard way (``domain.durations.parse_duration`` with no day
-factor): the text as sent, except a TimeSpan with days from a client that counts days in thirtieths,
-which is stored as the standard TimeSpan of the same length (2.0.0's ``60.00:00:00`` for 2 days is
-stored as ``2.00:00:00``). The store, the rules and the dispatcher read one meaning, and a client that
-echoes (curl, the JS SDK) sees the length the writer meant in the format the writer used.
+**Decision**: the stored text is always readable the standard way (``parse_duration`` without a day
+factor), so it is the value and the text in one: the text as sent, except a TimeSpan with days from a
+client that counts days in thirtieths, stored as the standard TimeSpan of the length it meant (2.0.0's
+``60.00:00:00`` for 2 days is stored as ``2.00:00:00``). The store, the plan rules and the dispatcher read
+one meaning without knowing who wrote it (no column or migration), and a client that is answered as sent
+(curl, the JS SDK) sees the length the writer meant, in the format the writer used.
 
 **Decision**: a client of the thirtieths generation that sends a days part that is not a multiple of 30
 (its SDK never does; only hand-written text can) gets d/30 days exactly (``45.00:00:00`` = 1.5 days), the
