@@ -221,15 +221,14 @@ def _retry_intervals(server: ServerProcess, names: Names, agent: str) -> tuple[s
         ("SCHEDULER_DURATION_FORMAT=iso", "curl/8", "1.01:30:00", ("P1DT1H30M", "P1DT1H30M")),
         # echo: as sent, even to 7.0.0.
         ("--duration-format=echo", "azsdk-python-mgmt-scheduler/7.0.0", "1.01:30:00", ("1.01:30:00", "1.01:30:00")),
-        # auto (the default): by User-Agent.
-        ("", "azsdk-python-mgmt-scheduler/7.0.0", "1.01:30:00", ("P1DT1H30M", "P1DT1H30M")),
+        # auto, the default (by User-Agent): tests/api/test_client_dialects.py.
     ],
 )
 def test_duration_format_flag_and_its_environment_variable(started, tmp_path: Path, how, agent, sent, read) -> None:
     args, env = ["--port", "0", "--data-dir", str(tmp_path)], {}
     if how.startswith("--"):
         args.append(how)
-    elif how:
+    else:
         env = dict([how.split("=", 1)])
     server = started(*args, env=env)
     names = Names()
