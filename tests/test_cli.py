@@ -192,6 +192,7 @@ def test_log_level_controls_the_access_log(started, tmp_path: Path) -> None:
         (["--port", "70000"], "--port"),
         (["--log-level", "loud"], "--log-level"),
         (["--claim-ahead", "-1"], "--claim-ahead"),
+        (["--duration-format", "rfc"], "--duration-format"),
     ],
 )
 def test_conflicting_or_invalid_flags_fail_at_start(args: list[str], message: str) -> None:
@@ -199,6 +200,50 @@ def test_conflicting_or_invalid_flags_fail_at_start(args: list[str], message: st
     assert result.returncode == 2
     assert message in result.stderr
     assert "Listening" not in result.stdout
+
+
+def _retry_intervals(server: ServerProcess, names: Names, agent: str) -> tuple[str, str]:
+    """(GET, list) retryInterval of the job ``names`` holds, as a client with User-Agent ``agent`` reads it."""
+    with server.client(headers={"user-agent": agent}) as client:
+        one = client.get(names.job_path("job"), params={"api-version": API}).json()
+        listed = client.get(names.collection_path + "/jobs", params={"api-version": API}).json()["value"]
+    return one["properties"]["action"]["retryPolicy"]["retryInterval"], listed[0]["properties"]["action"][
+        "retryPolicy"
+    ]["retryInterval"]
+
+
+@pytest.mark.parametrize(
+    ("how", "agent", "sent", "read"),
+    [
+        # timespan: every client is taken for azure-mgmt-scheduler 1.1.3/2.0.0, days read and written x30.
+        ("--duration-format=timespan", "curl/8", "30.01:30:00", ("30.01:30:00", "P1DT1H30M")),
+        # iso: every client is taken for an ISO-8601 one, whatever it says it is.
+        ("SCHEDULER_DURATION_FORMAT=iso", "curl/8", "1.01:30:00", ("P1DT1H30M", "P1DT1H30M")),
+        # echo: as sent, even to 7.0.0.
+        ("--duration-format=echo", "azsdk-python-mgmt-scheduler/7.0.0", "1.01:30:00", ("1.01:30:00", "1.01:30:00")),
+        # auto, the default (by User-Agent): tests/api/test_client_dialects.py.
+    ],
+)
+def test_duration_format_flag_and_its_environment_variable(started, tmp_path: Path, how, agent, sent, read) -> None:
+    args, env = ["--port", "0", "--data-dir", str(tmp_path)], {}
+    if how.startswith("--"):
+        args.append(how)
+    else:
+        env = dict([how.split("=", 1)])
+    server = started(*args, env=env)
+    names = Names()
+    create_collection(server, names)
+    action = {
+        "type": "Http",
+        "request": {"uri": "http://127.0.0.1:9/x", "method": "GET"},
+        "retryPolicy": {"retryType": "Fixed", "retryInterval": sent, "retryCount": 1},
+    }
+    start = (datetime.now(UTC) + timedelta(days=7)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with server.client(headers={"user-agent": agent}) as client:
+        body = {"properties": {"startTime": start, "action": action}}
+        response = client.put(names.job_path("job"), params={"api-version": API}, json=body)
+        assert response.status_code == 201, response.text
+    assert _retry_intervals(server, names, agent) == read
 
 
 def test_missing_certificate_file_fails_at_start(tmp_path: Path) -> None:

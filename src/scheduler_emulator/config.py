@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 LogFormat = Literal["auto", "json", "text"]
+DurationFormat = Literal["auto", "echo", "iso", "timespan"]
 
 
 class ConfigError(ValueError):
@@ -80,6 +81,12 @@ class Settings(BaseSettings):
         "https://login.microsoftonline.com",
         description="Azure AD authority for ActiveDirectoryOAuth actions "
         "(tokens from {authority}/{tenant}/oauth2/token).",
+    )
+    duration_format: DurationFormat = Field(
+        "auto",
+        description="How responses write durations (retryInterval, timeToLive): auto (by the client's "
+        "User-Agent), or as for every client echo (as sent), iso (ISO-8601) or timespan "
+        "(azure-mgmt-scheduler 1.1.3/2.0.0: TimeSpan with days x30, lists in ISO-8601).",
     )
     housekeeping_interval: float = Field(
         300.0, gt=0, description="Seconds between clean-ups of old history and finished jobs."
@@ -201,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=describe("servicebus_endpoints") + " Repeatable.",
     )
     parser.add_argument("--oauth-authority", help=describe("oauth_authority"))
+    parser.add_argument("--duration-format", choices=list(get_args(DurationFormat)), help=describe("duration_format"))
     return parser
 
 

@@ -971,10 +971,11 @@ def test_values_are_echoed_with_the_clients_casing(http, collection):
 
 
 @pytest.mark.parametrize("key", ["occurrence", "Occurrence"])
-def test_monthly_occurrence_key_in_either_casing(http, collection, key):
+def test_monthly_occurrence_key_in_either_casing_is_answered_as_the_spec_key(http, collection, key):
     recurrence = {"frequency": "Month", "schedule": {"monthlyOccurrences": [{"day": "Friday", key: -1}]}}
     body = create_job(http, collection, "job", job_body(recurrence=recurrence))
-    assert body["properties"]["recurrence"] == recurrence
+    answered = {"frequency": "Month", "schedule": {"monthlyOccurrences": [{"day": "Friday", "Occurrence": -1}]}}
+    assert body["properties"]["recurrence"] == answered
     bad = {"frequency": "Month", "schedule": {"monthlyOccurrences": [{"day": "Friday", key: 9}]}}
     refuse(
         http,
@@ -999,7 +1000,9 @@ def test_scalars_are_accepted_where_arrays_are_expected(http, collection):
             "monthlyOccurrences": {"day": "Monday", "occurrence": 1},
         },
     }
-    assert create_job(http, collection, "monthly", job_body(recurrence=monthly))["properties"]["recurrence"] == monthly
+    answered = copy.deepcopy(monthly)
+    answered["schedule"]["monthlyOccurrences"] = {"day": "Monday", "Occurrence": 1}  # the spec's key
+    assert create_job(http, collection, "monthly", job_body(recurrence=monthly))["properties"]["recurrence"] == answered
     weekly = {"frequency": "Week", "schedule": {"weekDays": "Sunday"}}
     assert create_job(http, collection, "weekly", job_body(recurrence=weekly))["properties"]["recurrence"] == weekly
 

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
+from scheduler_emulator.api.client_dialects import client_dialect, read_sent_durations
 from scheduler_emulator.api.context import in_session, json_object, now, retry_floor, validated
 from scheduler_emulator.api.paging import equality_filter, list_body, page_of
 from scheduler_emulator.api.rendering import job_to_wire
@@ -22,7 +23,7 @@ from scheduler_emulator.domain.errors import Conflict
 from scheduler_emulator.domain.job_rules import RetrySpec, check_job, check_job_count
 from scheduler_emulator.domain.merge import merge_patch
 from scheduler_emulator.domain.plans import Limits
-from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties
+from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties, use_spec_occurrence_key
 from scheduler_emulator.schemas.job_collection import stored_limits
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
@@ -150,6 +151,7 @@ def _write(
             "job definition", MAX_DEFINITION_BYTES, len(json.dumps(raw, separators=(",", ":")))
         )
     properties = validated(JobDefinitionIn, {"properties": raw}).properties
+    use_spec_occurrence_key(raw)  # after validation, whose messages name the key the client sent
     limits = collection_limits_of(collection, floor)
     if existing is None:
         check_job_count(repo.count_jobs(session, collection), limits)
@@ -199,6 +201,8 @@ async def create_or_replace_job(
     if not isinstance(raw, dict):
         raise errors.invalid_field("properties", "is required and must be a JSON object")
     moment, floor = now(request), retry_floor(request)
+    dialect = client_dialect(request)
+    read_sent_durations(raw, dialect)
 
     def work(session: Session) -> tuple[int, dict[str, Any]]:
         collection = collection_or_404(session, subscription_id, resource_group, collection_name)
@@ -208,7 +212,7 @@ async def create_or_replace_job(
             _refuse_final(existing)
             definition = keep_omitted_secrets(raw, existing.definition)
         job = _write(session, collection, job_name, definition, existing, moment, True, floor)
-        return (200 if existing else 201), job_to_wire(collection, job)
+        return (200 if existing else 201), job_to_wire(collection, job, dialect.one_job)
 
     status, wire = await in_session(request, work, wake=True)
     return JSONResponse(wire, status_code=status)
@@ -223,6 +227,8 @@ async def patch_job(
     if patch is not None and not isinstance(patch, dict):
         raise errors.invalid_field("properties", "must be a JSON object")
     moment, floor = now(request), retry_floor(request)
+    dialect = client_dialect(request)
+    read_sent_durations(patch or {}, dialect)
 
     def work(session: Session) -> dict[str, Any]:
         collection = collection_or_404(session, subscription_id, resource_group, collection_name)
@@ -231,7 +237,7 @@ async def patch_job(
         merged = merge_patch(job.definition, patch or {})
         timing_changed = any(merged.get(k) != job.definition.get(k) for k in ("startTime", "recurrence"))
         job = _write(session, collection, job.name, merged, job, moment, timing_changed, floor)
-        return job_to_wire(collection, job)
+        return job_to_wire(collection, job, dialect.one_job)
 
     return JSONResponse(await in_session(request, work, wake=True))
 
@@ -240,9 +246,11 @@ async def patch_job(
 async def get_job(
     request: Request, subscription_id: str, resource_group: str, collection_name: str, job_name: str
 ) -> Response:
+    style = client_dialect(request).one_job
+
     def work(session: Session) -> dict[str, Any]:
         collection = collection_or_404(session, subscription_id, resource_group, collection_name)
-        return job_to_wire(collection, job_or_404(session, collection, job_name))
+        return job_to_wire(collection, job_or_404(session, collection, job_name), style)
 
     return JSONResponse(await in_session(request, work))
 
@@ -278,11 +286,12 @@ async def run_job(
 async def list_jobs(request: Request, subscription_id: str, resource_group: str, collection_name: str) -> Response:
     page = page_of(request)
     state = equality_filter(request, "state", JOB_STATES)
+    style = client_dialect(request).job_list
 
     def work(session: Session) -> dict[str, Any]:
         collection = collection_or_404(session, subscription_id, resource_group, collection_name)
         rows = repo.list_jobs(session, collection, state, page.skip, page.top + 1)
-        items = [job_to_wire(collection, job) for job in rows[: page.top]]
+        items = [job_to_wire(collection, job, style) for job in rows[: page.top]]
         return list_body(request, items, page, has_more=len(rows) > page.top)
 
     return JSONResponse(await in_session(request, work))

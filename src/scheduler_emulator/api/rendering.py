@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler_emulator.api.client_dialects import Style, render_durations
 from scheduler_emulator.domain.clock import isoformat_z
-from scheduler_emulator.schemas.job import strip_secrets
+from scheduler_emulator.schemas.job import strip_secrets, use_spec_occurrence_key
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 
 COLLECTION_TYPE = "Microsoft.Scheduler/jobCollections"
@@ -41,8 +42,11 @@ def collection_to_wire(collection: JobCollectionRow) -> dict[str, Any]:
     return body
 
 
-def job_to_wire(collection: JobCollectionRow, job: JobRow) -> dict[str, Any]:
+def job_to_wire(collection: JobCollectionRow, job: JobRow, durations: Style = Style.ECHO) -> dict[str, Any]:
+    """A job as ARM shows it, its durations written in ``durations`` (api.client_dialects)."""
     properties = strip_secrets(job.definition)
+    render_durations(properties, durations)
+    use_spec_occurrence_key(properties)  # rows stored before writes did it
     properties["state"] = _echo(properties.get("state"), job.state)
     status: dict[str, Any] = {
         "executionCount": job.execution_count,

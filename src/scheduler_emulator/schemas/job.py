@@ -4,6 +4,7 @@ that need nothing but the definition itself. Plan- and time-dependent rules live
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -280,6 +281,36 @@ def _domain_recurrence(recurrence: Recurrence | None) -> rec.Recurrence | None:
         end_time=recurrence.end_time,
         schedule=schedule,
     )
+
+
+def use_spec_occurrence_key(properties: dict[str, Any]) -> None:
+    """Rename, in place, ``occurrence`` in ``monthlyOccurrences`` entries to the spec's key ``Occurrence``:
+    every SDK reads that key case-sensitively and silently loses ``occurrence`` (the recurrence doc's
+    spelling), so it is stored and answered so whichever the client sent. Where both were sent, the one the
+    schedule uses (``occurrence``, as MonthlyOccurrence reads it) wins."""
+    recurrence = properties.get("recurrence")
+    schedule = recurrence.get("schedule") if isinstance(recurrence, dict) else None
+    entries = schedule.get("monthlyOccurrences") if isinstance(schedule, dict) else None
+    for entry in entries if isinstance(entries, list) else [entries]:
+        if isinstance(entry, dict) and "occurrence" in entry:
+            entry["Occurrence"] = entry.pop("occurrence")
+
+
+def duration_fields(properties: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
+    """(object, key) of every duration string in job properties, stored or as sent: the ``retryInterval``
+    of the action and of its error action, and the ``timeToLive`` of their Service Bus messages."""
+    action = properties.get("action")
+    for act in (action, action.get("errorAction") if isinstance(action, dict) else None):
+        if not isinstance(act, dict):
+            continue
+        policy = act.get("retryPolicy")
+        if isinstance(policy, dict) and isinstance(policy.get("retryInterval"), str):
+            yield policy, "retryInterval"
+        for payload in ("serviceBusQueueMessage", "serviceBusTopicMessage"):
+            message = act.get(payload)
+            brokered = message.get("brokeredMessageProperties") if isinstance(message, dict) else None
+            if isinstance(brokered, dict) and isinstance(brokered.get("timeToLive"), str):
+                yield brokered, "timeToLive"
 
 
 def strip_secrets(properties: dict[str, Any]) -> dict[str, Any]:
