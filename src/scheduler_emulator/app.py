@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from scheduler_emulator import __version__
 from scheduler_emulator.api import emulator, history, job_collections, jobs
+from scheduler_emulator.api.access import Authenticator, HostGuard
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
@@ -58,5 +59,5 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.include_router(emulator.router)
     app.include_router(emulator.metrics_router)
     install_error_handlers(app)
-    app.add_middleware(ArmPipeline)
+    app.add_middleware(ArmPipeline, hosts=HostGuard(settings), auth=Authenticator(settings))
     return app

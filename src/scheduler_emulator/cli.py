@@ -7,6 +7,7 @@ import sys
 import uvicorn
 
 from scheduler_emulator import __version__
+from scheduler_emulator.api.access import is_loopback
 from scheduler_emulator.app import create_app
 from scheduler_emulator.config import ConfigError, Settings, settings_from_args
 from scheduler_emulator.logs import configure_logging
@@ -40,8 +41,20 @@ def serve(settings: Settings) -> None:
     scheme = "https" if settings.https else "http"
     store = "in memory" if settings.in_memory else settings.effective_database_url.split("@")[-1]
     print(f"azure-scheduler-emulator {__version__}: store {store}", flush=True)
+    if settings.auth_mode == "none" and not is_loopback(settings.host):
+        print(
+            f"WARNING: listening on {settings.host} (not loopback) with no inbound authentication: anyone who can "
+            "reach the port can create jobs. Set --auth-token or --auth-jwks (README, 'Running it exposed').",
+            file=sys.stderr,
+            flush=True,
+        )
+    try:
+        app = create_app(settings)
+    except ConfigError as exc:
+        print(f"scheduler-emulator: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
@@ -84,6 +84,20 @@ class Settings(BaseSettings):
     housekeeping_interval: float = Field(
         300.0, gt=0, description="Seconds between clean-ups of old history and finished jobs."
     )
+    # --- security (SPEC §11) ---
+    auth_token: SecretStr | None = Field(
+        None, description="Require 'Authorization: Bearer TOKEN' on every request but health (default: any or none)."
+    )
+    auth_jwks: str | None = Field(
+        None, description="Require RS256/ES256 JWTs signed by a key of this JWKS (a file or an http(s) URL)."
+    )
+    auth_audience: str | None = Field(None, description="The 'aud' a JWT must carry (with --auth-jwks).")
+    auth_issuer: str | None = Field(None, description="The 'iss' a JWT must carry (with --auth-jwks; optional).")
+    allowed_hosts: str = Field(
+        "",
+        description="Host names besides localhost, 127.0.0.1 and [::1] that requests may name in their Host "
+        "header while the service listens on loopback, comma-separated (DNS-rebinding guard).",
+    )
 
     @model_validator(mode="after")
     def _check_combination(self) -> Settings:
@@ -95,6 +109,14 @@ class Settings(BaseSettings):
             self.https = True
         if not self.api and not self.dispatcher:
             raise ValueError("--no-api and --no-dispatcher together leave nothing to run")
+        if self.auth_token is not None and not self.auth_token.get_secret_value():
+            raise ValueError("--auth-token must not be empty")
+        if self.auth_token is not None and self.auth_jwks:
+            raise ValueError("--auth-token and --auth-jwks cannot be used together: choose one")
+        if self.auth_jwks and not self.auth_audience:
+            raise ValueError("--auth-jwks needs --auth-audience (the 'aud' tokens must carry)")
+        if (self.auth_audience or self.auth_issuer) and not self.auth_jwks:
+            raise ValueError("--auth-audience and --auth-issuer only apply with --auth-jwks")
         return self
 
     @property
@@ -112,6 +134,18 @@ class Settings(BaseSettings):
         self.storage_endpoint_map  # noqa: B018 - validates the syntax at start
         self.servicebus_endpoint_map  # noqa: B018
         return self
+
+    @property
+    def auth_mode(self) -> str:
+        """``none``, ``token`` or ``jwt``: how inbound requests are authenticated (reported by health)."""
+        if self.auth_token is not None:
+            return "token"
+        return "jwt" if self.auth_jwks else "none"
+
+    @property
+    def allowed_host_names(self) -> frozenset[str]:
+        """Host names (lower case) allowed in the Host header besides the loopback ones."""
+        return frozenset(part.strip().lower() for part in self.allowed_hosts.split(",") if part.strip())
 
     @property
     def effective_database_url(self) -> str:
@@ -201,6 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
         help=describe("servicebus_endpoints") + " Repeatable.",
     )
     parser.add_argument("--oauth-authority", help=describe("oauth_authority"))
+    parser.add_argument("--auth-token", metavar="TOKEN", help=describe("auth_token"))
+    parser.add_argument("--auth-jwks", metavar="FILE_OR_URL", help=describe("auth_jwks"))
+    parser.add_argument("--auth-audience", metavar="AUD", help=describe("auth_audience"))
+    parser.add_argument("--auth-issuer", metavar="ISS", help=describe("auth_issuer"))
+    parser.add_argument("--allowed-hosts", metavar="NAMES", help=describe("allowed_hosts"))
     return parser
 
 
