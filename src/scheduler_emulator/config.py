@@ -9,6 +9,8 @@ from typing import Literal, get_args
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from scheduler_emulator.domain.outbound import DEFAULT_DENY, OutboundPolicy
+
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 LogFormat = Literal["auto", "json", "text"]
 
@@ -93,6 +95,14 @@ class Settings(BaseSettings):
     )
     auth_audience: str | None = Field(None, description="The 'aud' a JWT must carry (with --auth-jwks).")
     auth_issuer: str | None = Field(None, description="The 'iss' a JWT must carry (with --auth-jwks; optional).")
+    outbound_deny: str = Field(
+        DEFAULT_DENY,
+        description="CIDR ranges jobs' HTTP actions (their redirects and OAuth token requests) may not connect to, "
+        "judged on the resolved address, comma-separated; 'none' clears the list.",
+    )
+    outbound_allow: str = Field(
+        "", description="When set, the only CIDR ranges jobs' HTTP actions may connect to, comma-separated."
+    )
     allowed_hosts: str = Field(
         "",
         description="Host names besides localhost, 127.0.0.1 and [::1] that requests may name in their Host "
@@ -133,7 +143,13 @@ class Settings(BaseSettings):
     def _check_mappings(self) -> Settings:
         self.storage_endpoint_map  # noqa: B018 - validates the syntax at start
         self.servicebus_endpoint_map  # noqa: B018
+        self.outbound_policy  # noqa: B018
         return self
+
+    @property
+    def outbound_policy(self) -> OutboundPolicy:
+        """Where jobs may make the service connect (SPEC §11)."""
+        return OutboundPolicy.from_flags(self.outbound_deny, self.outbound_allow)
 
     @property
     def auth_mode(self) -> str:
@@ -239,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--auth-jwks", metavar="FILE_OR_URL", help=describe("auth_jwks"))
     parser.add_argument("--auth-audience", metavar="AUD", help=describe("auth_audience"))
     parser.add_argument("--auth-issuer", metavar="ISS", help=describe("auth_issuer"))
+    parser.add_argument("--outbound-deny", metavar="CIDRS", help=describe("outbound_deny"))
+    parser.add_argument("--outbound-allow", metavar="CIDRS", help=describe("outbound_allow"))
     parser.add_argument("--allowed-hosts", metavar="NAMES", help=describe("allowed_hosts"))
     return parser
 
