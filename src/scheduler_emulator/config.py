@@ -103,6 +103,13 @@ class Settings(BaseSettings):
     outbound_allow: str = Field(
         "", description="When set, the only CIDR ranges jobs' HTTP actions may connect to, comma-separated."
     )
+    secret_key_file: Path | None = Field(
+        None,
+        description="File holding the key that encrypts stored secrets (created on first start; default "
+        "DATA_DIR/secret.key). Processes sharing a database must share the key.",
+    )
+    # Env only (SCHEDULER_SECRET_KEY): a key on the command line would show in the process list.
+    secret_key: SecretStr | None = Field(None, description="The key that encrypts stored secrets (overrides the file).")
     allowed_hosts: str = Field(
         "",
         description="Host names besides localhost, 127.0.0.1 and [::1] that requests may name in their Host "
@@ -257,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--auth-issuer", metavar="ISS", help=describe("auth_issuer"))
     parser.add_argument("--outbound-deny", metavar="CIDRS", help=describe("outbound_deny"))
     parser.add_argument("--outbound-allow", metavar="CIDRS", help=describe("outbound_allow"))
+    parser.add_argument("--secret-key-file", type=Path, metavar="FILE", help=describe("secret_key_file"))
     parser.add_argument("--allowed-hosts", metavar="NAMES", help=describe("allowed_hosts"))
     return parser
 
