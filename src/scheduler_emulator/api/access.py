@@ -52,7 +52,8 @@ class HostGuard:
 
     def __init__(self, settings: Settings) -> None:
         self.active = is_loopback(settings.host)
-        self.allowed = LOOPBACK_NAMES | settings.allowed_host_names
+        # The address it listens on (e.g. 127.0.0.2) is its own name too.
+        self.allowed = LOOPBACK_NAMES | settings.allowed_host_names | {settings.host.strip("[]").lower()}
 
     def check(self, host_header: str | None) -> errors.ArmError | None:
         if not self.active or host_header is None:
