@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,38 +42,40 @@ def client(emulator: ServerProcess) -> Iterator[httpx.Client]:
         yield http
 
 
-def _start_target(host: str) -> TargetServer:
-    return TargetServer(host=host).start()
+@pytest.fixture
+def targets() -> Iterator[Callable[[str], TargetServer]]:
+    """Starts recording targets on loopback addresses; all are stopped after the test."""
+    started: list[TargetServer] = []
+
+    def start(host: str) -> TargetServer:
+        started.append(TargetServer(host=host).start())
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
 
 
 @pytest.fixture
-def allowed() -> Iterator[TargetServer]:
-    server = _start_target("127.0.0.3")
-    yield server
-    server.stop()
+def allowed(targets: Callable[[str], TargetServer]) -> TargetServer:
+    return targets("127.0.0.3")
 
 
 @pytest.fixture
-def other_allowed() -> Iterator[TargetServer]:
+def other_allowed(targets: Callable[[str], TargetServer]) -> TargetServer:
     """Same host as ``allowed``, another port: another origin."""
-    server = _start_target("127.0.0.3")
-    yield server
-    server.stop()
+    return targets("127.0.0.3")
 
 
 @pytest.fixture
-def denied() -> Iterator[TargetServer]:
-    server = _start_target("127.0.0.2")
-    yield server
-    server.stop()
+def denied(targets: Callable[[str], TargetServer]) -> TargetServer:
+    return targets("127.0.0.2")
 
 
 @pytest.fixture
-def denied_by_name() -> Iterator[TargetServer]:
+def denied_by_name(targets: Callable[[str], TargetServer]) -> TargetServer:
     """Listens on 127.0.0.1, which ``localhost`` resolves to (and which is denied)."""
-    server = _start_target("127.0.0.1")
-    yield server
-    server.stop()
+    return targets("127.0.0.1")
 
 
 def fire(client: httpx.Client, uri: str, **request: Any) -> dict[str, Any]:
