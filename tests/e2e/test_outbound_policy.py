@@ -207,3 +207,35 @@ def test_metadata_address_is_denied_by_default(tmp_path: Path) -> None:
         dispatcher.terminate()
         dispatcher.wait(15)
         api.stop()
+
+
+def test_allow_list_means_only_these(tmp_path: Path, targets: Callable[[str], TargetServer]) -> None:
+    """``--outbound-allow`` alone decides (``--outbound-deny none`` clears the default list)."""
+    inside, outside = targets("127.0.0.3"), targets("127.0.0.1")
+    args = ["--port", "0", "--in-memory", "--data-dir", str(tmp_path), "--poll-interval", "1"]
+    process = ServerProcess([*args, "--outbound-deny", "none", "--outbound-allow", "127.0.0.3/32"]).start()
+    try:
+        with process.client() as http:
+            assert fire(http, inside.url("/in"))["status"] == "Completed"
+            entry = fire(http, outside.url("/out"))
+    finally:
+        process.stop()
+    _blocked(entry)
+    assert "not in the ranges the outbound policy allows" in entry["message"]
+    assert outside.requests() == [] and len(inside.requests("/in")) == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--outbound-deny", "10.0.0.0/33"], "--outbound-deny takes CIDR ranges"),
+        (["--outbound-allow", "localhost"], "--outbound-allow takes CIDR ranges"),
+        (["--auth-jwks", "keys.json"], "--auth-jwks needs --auth-audience"),
+        (["--auth-token", "t", "--auth-jwks", "k", "--auth-audience", "a"], "cannot be used together"),
+    ],
+)
+def test_bad_security_flags_stop_start(tmp_path: Path, flags: list[str], message: str) -> None:
+    command = [sys.executable, "-m", "scheduler_emulator", "--in-memory", "--data-dir", str(tmp_path), *flags]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
