@@ -22,18 +22,25 @@ def make_files_private() -> None:
     os.umask(0o077)
 
 
+# What the service keeps in its data directory (and only that is tightened: the directory may hold the
+# operator's own files too).
+OWN_FILES = ("scheduler.db", "scheduler.db-wal", "scheduler.db-shm", "scheduler.db-journal", "secret.key")
+OWN_TLS_FILES = ("cert.pem", "key.pem")
+
+
 def secure_data_dir(directory: Path) -> None:
-    """Tighten a data directory written by an earlier version: the directory 0700, its files (and those of
-    its subdirectories, e.g. tls/) 0600. Nothing happens when it does not exist yet."""
+    """Tighten what an earlier version left readable: the data directory and its tls/ 0700, the service's
+    own files in them 0600. Nothing happens when the directory does not exist yet."""
     if not directory.is_dir():
         return
-    for path in [directory, *directory.rglob("*")]:
-        if path.is_symlink():
+    paths = [directory, directory / "tls"]
+    paths += [directory / name for name in OWN_FILES] + [directory / "tls" / name for name in OWN_TLS_FILES]
+    for path in paths:
+        if not path.exists() or path.is_symlink():
             continue
         mode = stat.S_IMODE(path.stat().st_mode)
-        wanted = PRIVATE_DIR if path.is_dir() else PRIVATE_FILE
         if mode & 0o077:
-            path.chmod(mode & wanted)
+            path.chmod(mode & (PRIVATE_DIR if path.is_dir() else PRIVATE_FILE))
 
 
 def secret_key(settings: Settings) -> bytes:

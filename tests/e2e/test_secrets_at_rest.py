@@ -200,9 +200,13 @@ def test_data_directory_is_private(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir(mode=0o755)
     data_dir.chmod(0o755)
-    old = data_dir / "scheduler.db-journal-left-over"
+    (data_dir / "tls").mkdir(mode=0o755)
+    old = data_dir / "tls" / "key.pem"  # left readable by an earlier version: a new certificate is made
     old.write_text("x")
     old.chmod(0o644)
+    theirs = data_dir / "notes.txt"  # not the service's: left alone
+    theirs.write_text("x")
+    theirs.chmod(0o644)
     process = ServerProcess(["--port", "0", "--https", "--data-dir", str(data_dir)]).start()
     try:
         with process.client() as client:
@@ -213,6 +217,8 @@ def test_data_directory_is_private(tmp_path: Path) -> None:
     names_found = {path.name for path in files_under(data_dir)}
     assert {"scheduler.db", "secret.key", "cert.pem", "key.pem"} <= names_found, names_found
     assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(theirs.stat().st_mode) == 0o644
+    theirs.unlink()
     for path in data_dir.rglob("*"):
         wanted = 0o700 if path.is_dir() else 0o600
         assert stat.S_IMODE(path.stat().st_mode) == wanted, f"{path} is {oct(path.stat().st_mode)}"
