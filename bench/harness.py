@@ -4,6 +4,7 @@ wait here is bounded by a deadline."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import json
@@ -25,6 +26,8 @@ BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 PYTHON = sys.executable
 PG_ADMIN_URL = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+# One key for stored secrets for every emulator of a run: processes sharing a database must share it.
+SECRET_KEY = os.environ.get("SCHEDULER_SECRET_KEY") or base64.urlsafe_b64encode(os.urandom(32)).decode()
 API = {"api-version": "2016-03-01"}
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -344,7 +347,8 @@ class Emulator:
         self.spawned_at = time.time()
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                            env={**os.environ, "PYTHONUNBUFFERED": "1",
+                                                 "SCHEDULER_SECRET_KEY": SECRET_KEY})
 
     def wait_listening(self, timeout: float = 60.0) -> str:
         assert self.process is not None

@@ -24,6 +24,8 @@ T = TypeVar("T")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PG_ADMIN_DSN = os.environ.get("SCHEDULER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 API = "2016-03-01"
+# The session server's key for stored secrets, so that tests reading its database directly can open them.
+TEST_SECRET_KEY = "8Jm0nWv3kqy7cGk1c4mQb2mJ0d9h0b3x2y1z0a9b8c4="
 
 
 def wait_until(check: Callable[[], T], timeout: float, what: str | Callable[[], str]) -> T:
@@ -201,7 +203,10 @@ def server(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             backend.database_url,
             "--log-level",
             "warning",
-        ]
+            "--allowed-hosts",
+            "scheduler.example.test",  # as if behind a reverse proxy of that name (test_history's nextLink)
+        ],
+        env={"SCHEDULER_SECRET_KEY": TEST_SECRET_KEY},
     ).start()
     try:
         yield process

@@ -118,6 +118,15 @@ def test_emulator_publishes_7480_and_keeps_its_data_in_a_named_volume(default_co
     assert source in default_config["volumes"], "the /data volume should be a named volume"
 
 
+def test_emulators_publish_on_the_hosts_loopback_only() -> None:
+    """Anyone who reaches the API can create jobs: the compose file keeps it on the host's loopback (SPEC §11)."""
+    services = compose_config("postgres")["services"]
+    for name in ("scheduler", "scheduler-postgres"):
+        [entry] = services[name]["ports"]
+        host_ip = entry.get("host_ip") if isinstance(entry, dict) else str(entry).rsplit(":", 2)[0]
+        assert host_ip == "127.0.0.1", (name, entry)
+
+
 def test_emulator_has_a_healthcheck_on_the_health_endpoint(default_config: dict[str, Any]) -> None:
     check = default_config["services"]["scheduler"]["healthcheck"]
     assert check["test"][0] in ("CMD", "CMD-SHELL")

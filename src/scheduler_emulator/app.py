@@ -9,22 +9,28 @@ from fastapi import FastAPI
 
 from scheduler_emulator import __version__
 from scheduler_emulator.api import emulator, history, job_collections, jobs
+from scheduler_emulator.api.access import Authenticator, HostGuard
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
+from scheduler_emulator.at_rest import secret_key
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.loop import Dispatcher
 from scheduler_emulator.domain.clock import Clock
 from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.secrets import SecretBox
 
 
 def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     """The service: ARM routes behind the ARM pipeline, over the store ``settings`` name."""
 
+    box = SecretBox(secret_key(settings))
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        database = Database(settings.effective_database_url)
+        database = Database(settings.effective_database_url, box)
         database.migrate()
+        database.prepare_secrets()
         app.state.database = database
         dispatcher = None
         if settings.dispatcher:
@@ -58,5 +64,5 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.include_router(emulator.router)
     app.include_router(emulator.metrics_router)
     install_error_handlers(app)
-    app.add_middleware(ArmPipeline)
+    app.add_middleware(ArmPipeline, hosts=HostGuard(settings), auth=Authenticator(settings))
     return app

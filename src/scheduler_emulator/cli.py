@@ -7,9 +7,13 @@ import sys
 import uvicorn
 
 from scheduler_emulator import __version__
+from scheduler_emulator.api.access import is_loopback
 from scheduler_emulator.app import create_app
+from scheduler_emulator.at_rest import make_files_private, secret_key, secure_data_dir
 from scheduler_emulator.config import ConfigError, Settings, settings_from_args
 from scheduler_emulator.logs import configure_logging
+from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.secrets import SecretBox, SecretKeyMismatch
 from scheduler_emulator.tls import self_signed_certificate
 
 
@@ -22,9 +26,31 @@ def main(argv: list[str] | None = None) -> None:
     serve(settings)
 
 
+def check_secret_key(settings: Settings) -> None:
+    """Before serving: migrate the store and check that the secret key opens its secrets (ConfigError if
+    not), so that a wrong key stops start-up with a clear message instead of failing inside the server."""
+    if settings.in_memory:
+        return
+    database = Database(settings.effective_database_url, SecretBox(secret_key(settings)))
+    try:
+        database.migrate()
+        database.prepare_secrets()
+    except SecretKeyMismatch:
+        raise ConfigError(
+            "the secret key does not decrypt the secrets stored in "
+            f"{settings.effective_database_url.split('@')[-1]}: they were encrypted with another key. Start with "
+            "the key that wrote them (SCHEDULER_SECRET_KEY or --secret-key-file); every process sharing a "
+            "database must use the same key."
+        ) from None
+    finally:
+        database.dispose()
+
+
 def serve(settings: Settings) -> None:
     """Run the service in the foreground until interrupted."""
     configure_logging(settings.log_level, settings.log_format)
+    make_files_private()
+    secure_data_dir(settings.data_dir)
     ssl: dict[str, str] = {}
     if settings.https:
         if settings.cert and settings.key:
@@ -40,8 +66,21 @@ def serve(settings: Settings) -> None:
     scheme = "https" if settings.https else "http"
     store = "in memory" if settings.in_memory else settings.effective_database_url.split("@")[-1]
     print(f"azure-scheduler-emulator {__version__}: store {store}", flush=True)
+    if settings.auth_mode == "none" and not is_loopback(settings.host):
+        print(
+            f"WARNING: listening on {settings.host} (not loopback) with no inbound authentication: anyone who can "
+            "reach the port can create jobs. Set --auth-token or --auth-jwks (README, 'Running it exposed').",
+            file=sys.stderr,
+            flush=True,
+        )
+    try:
+        app = create_app(settings)
+        check_secret_key(settings)
+    except ConfigError as exc:
+        print(f"scheduler-emulator: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,

@@ -6,8 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from scheduler_emulator.domain.outbound import DEFAULT_DENY, OutboundPolicy
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 LogFormat = Literal["auto", "json", "text"]
@@ -91,6 +93,35 @@ class Settings(BaseSettings):
     housekeeping_interval: float = Field(
         300.0, gt=0, description="Seconds between clean-ups of old history and finished jobs."
     )
+    # --- security (SPEC §11) ---
+    auth_token: SecretStr | None = Field(
+        None, description="Require 'Authorization: Bearer TOKEN' on every request but health (default: any or none)."
+    )
+    auth_jwks: str | None = Field(
+        None, description="Require RS256/ES256 JWTs signed by a key of this JWKS (a file or an http(s) URL)."
+    )
+    auth_audience: str | None = Field(None, description="The 'aud' a JWT must carry (with --auth-jwks).")
+    auth_issuer: str | None = Field(None, description="The 'iss' a JWT must carry (with --auth-jwks; optional).")
+    outbound_deny: str = Field(
+        DEFAULT_DENY,
+        description="CIDR ranges jobs' HTTP actions (their redirects and OAuth token requests) may not connect to, "
+        "judged on the resolved address, comma-separated; 'none' clears the list.",
+    )
+    outbound_allow: str = Field(
+        "", description="When set, the only CIDR ranges jobs' HTTP actions may connect to, comma-separated."
+    )
+    secret_key_file: Path | None = Field(
+        None,
+        description="File holding the key that encrypts stored secrets (created on first start; default "
+        "DATA_DIR/secret.key). Processes sharing a database must share the key.",
+    )
+    # Env only (SCHEDULER_SECRET_KEY): a key on the command line would show in the process list.
+    secret_key: SecretStr | None = Field(None, description="The key that encrypts stored secrets (overrides the file).")
+    allowed_hosts: str = Field(
+        "",
+        description="Host names besides localhost, 127.0.0.1 and [::1] that requests may name in their Host "
+        "header while the service listens on loopback, comma-separated (DNS-rebinding guard).",
+    )
 
     @model_validator(mode="after")
     def _check_combination(self) -> Settings:
@@ -102,6 +133,14 @@ class Settings(BaseSettings):
             self.https = True
         if not self.api and not self.dispatcher:
             raise ValueError("--no-api and --no-dispatcher together leave nothing to run")
+        if self.auth_token is not None and not self.auth_token.get_secret_value():
+            raise ValueError("--auth-token must not be empty")
+        if self.auth_token is not None and self.auth_jwks:
+            raise ValueError("--auth-token and --auth-jwks cannot be used together: choose one")
+        if self.auth_jwks and not self.auth_audience:
+            raise ValueError("--auth-jwks needs --auth-audience (the 'aud' tokens must carry)")
+        if (self.auth_audience or self.auth_issuer) and not self.auth_jwks:
+            raise ValueError("--auth-audience and --auth-issuer only apply with --auth-jwks")
         return self
 
     @property
@@ -118,7 +157,25 @@ class Settings(BaseSettings):
     def _check_mappings(self) -> Settings:
         self.storage_endpoint_map  # noqa: B018 - validates the syntax at start
         self.servicebus_endpoint_map  # noqa: B018
+        self.outbound_policy  # noqa: B018
         return self
+
+    @property
+    def outbound_policy(self) -> OutboundPolicy:
+        """Where jobs may make the service connect (SPEC §11)."""
+        return OutboundPolicy.from_flags(self.outbound_deny, self.outbound_allow)
+
+    @property
+    def auth_mode(self) -> str:
+        """``none``, ``token`` or ``jwt``: how inbound requests are authenticated (reported by health)."""
+        if self.auth_token is not None:
+            return "token"
+        return "jwt" if self.auth_jwks else "none"
+
+    @property
+    def allowed_host_names(self) -> frozenset[str]:
+        """Host names (lower case) allowed in the Host header besides the loopback ones."""
+        return frozenset(part.strip().lower() for part in self.allowed_hosts.split(",") if part.strip())
 
     @property
     def effective_database_url(self) -> str:
@@ -209,6 +266,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--oauth-authority", help=describe("oauth_authority"))
     parser.add_argument("--duration-format", choices=list(get_args(DurationFormat)), help=describe("duration_format"))
+    parser.add_argument("--auth-token", metavar="TOKEN", help=describe("auth_token"))
+    parser.add_argument("--auth-jwks", metavar="FILE_OR_URL", help=describe("auth_jwks"))
+    parser.add_argument("--auth-audience", metavar="AUD", help=describe("auth_audience"))
+    parser.add_argument("--auth-issuer", metavar="ISS", help=describe("auth_issuer"))
+    parser.add_argument("--outbound-deny", metavar="CIDRS", help=describe("outbound_deny"))
+    parser.add_argument("--outbound-allow", metavar="CIDRS", help=describe("outbound_allow"))
+    parser.add_argument("--secret-key-file", type=Path, metavar="FILE", help=describe("secret_key_file"))
+    parser.add_argument("--allowed-hosts", metavar="NAMES", help=describe("allowed_hosts"))
     return parser
 
 

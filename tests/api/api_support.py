@@ -11,11 +11,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-from conftest import API, Backend, Names
+from conftest import API, TEST_SECRET_KEY, Backend, Names
 from sqlalchemy import select
 
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
+from scheduler_emulator.store.secrets import SecretBox
 
 LOOPBACK_URI = "http://127.0.0.1:9/scheduler-test"
 ACCEPTED_API_VERSIONS = ("2016-03-01", "2016-01-01", "2014-08-01-preview")
@@ -209,7 +210,7 @@ _databases: dict[str, Database] = {}
 def store(backend: Backend) -> Database:
     """The server's own store, opened on its database (not migrated: the server did that)."""
     if backend.database_url not in _databases:
-        _databases[backend.database_url] = Database(backend.database_url)
+        _databases[backend.database_url] = Database(backend.database_url, SecretBox(TEST_SECRET_KEY.encode()))
     return _databases[backend.database_url]
 
 

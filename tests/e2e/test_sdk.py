@@ -43,7 +43,7 @@ from azure.mgmt.scheduler.models import (
     Sku,
     StorageQueueMessage,
 )
-from conftest import Backend, Names, ServerProcess, unique
+from conftest import TEST_SECRET_KEY, Backend, Names, ServerProcess, unique
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -55,6 +55,7 @@ from scheduler_emulator.domain.history import history_id
 from scheduler_emulator.store import repository
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobHistoryRow, JobRow
+from scheduler_emulator.store.secrets import SecretBox
 
 COLLECTION_TYPE = "Microsoft.Scheduler/jobCollections"
 JOB_TYPE = "Microsoft.Scheduler/jobCollections/jobs"
@@ -222,8 +223,8 @@ def insert_history(backend: Backend, names: Names, job_name: str, entries: list[
 
 
 def stored_job(backend: Backend, names: Names, job_name: str) -> JobRow | None:
-    """The job's row as the server stored it (secrets included)."""
-    database = Database(backend.database_url)
+    """The job's row as the server stored it (secrets included, opened with the server's key)."""
+    database = Database(backend.database_url, SecretBox(TEST_SECRET_KEY.encode()))
     try:
         with database.session() as session:
             collection = repository.find_collection(session, names.subscription, names.resource_group, names.collection)

@@ -2,7 +2,7 @@
 each store backend and sends with the official SDK to an AMQP 1.0 peer on loopback (``amqp_peer``), which
 checks each SAS token's signature on its ``$cbs`` node and records what arrives on the wire.
 
-The emulator maps two namespaces to the peer in both forms the option takes: ``ns=amqp://127.0.0.1:PORT``
+The emulator maps two namespaces to the peer in both forms the option takes: ``ns-one=amqp://127.0.0.1:PORT``
 and ``ns-two=127.0.0.1:PORT`` (plain TCP, the SDK's development-emulator mode). Every test uses entity
 names of its own, so the peer's records tell the tests apart.
 """
@@ -57,7 +57,7 @@ class Emulator:
                 "--action-timeout",
                 str(ACTION_TIMEOUT),
                 "--servicebus-endpoint",
-                f"ns={peer.url}",
+                f"ns-one={peer.url}",
                 "--servicebus-endpoint",
                 f"ns-two=127.0.0.1:{peer.port}",
             ]
@@ -108,7 +108,7 @@ class Emulator:
 
 def queue_action(
     queue: str,
-    namespace: str = "ns",
+    namespace: str = "ns-one",
     key_name: str = KEY_NAME,
     key: str = KEY,
     retry: dict[str, Any] | None = None,
@@ -219,7 +219,7 @@ def test_queue_message_carries_body_application_and_brokered_properties(
     [entry] = emulator.wait_history(names, job, 1)
     assert entry["status"] == "Completed", entry
     assert entry["actionName"] == "MainAction"
-    assert entry["message"] == f"ServiceBusQueue Action - message sent to queue '{queue}' of namespace 'ns'"
+    assert entry["message"] == f"ServiceBusQueue Action - message sent to queue '{queue}' of namespace 'ns-one'"
     [token] = peer.tokens(queue)
     assert (token.key_name, token.status) == (KEY_NAME, 200)
 
@@ -291,14 +291,14 @@ def test_wrong_key_fails_each_attempt_then_runs_the_error_action(
 
     entries = emulator.wait_history(names, job, 3)
     main, retry, error = entries
-    expected = f"ServiceBusQueue Action - could not authenticate to namespace 'ns' with key '{KEY_NAME}': "
+    expected = f"ServiceBusQueue Action - could not authenticate to namespace 'ns-one' with key '{KEY_NAME}': "
     for attempt, entry in enumerate((main, retry)):
         assert (entry["actionName"], entry["status"], entry["retryCount"]) == ("MainAction", "Failed", attempt)
         assert entry["message"].startswith(expected), entry["message"]
         assert "401" in entry["message"] and "signature does not match" in entry["message"], entry["message"]
         assert WRONG_KEY not in entry["message"] and KEY not in entry["message"]
     assert (error["actionName"], error["status"]) == ("ErrorAction", "Completed"), error
-    assert error["message"] == f"ServiceBusQueue Action - message sent to queue '{errors}' of namespace 'ns'"
+    assert error["message"] == f"ServiceBusQueue Action - message sent to queue '{errors}' of namespace 'ns-one'"
 
     [sent] = peer.wait_messages(errors, 1, timeout=5)
     assert sent.text == "the payment job failed"
@@ -365,9 +365,12 @@ def test_endpoint_mapping_forms() -> None:
         "sb": "sb://x.example",
         "http": "http://x.example",
     }
-    assert resolve_endpoint("Prod", endpoints) == Endpoint(
-        "Prod.servicebus.windows.net", "sb://Prod.servicebus.windows.net", emulator=False
+    assert resolve_endpoint("Prod-1", endpoints) == Endpoint(
+        "Prod-1.servicebus.windows.net", "sb://Prod-1.servicebus.windows.net", emulator=False
     )
+    # An unmapped name is spliced into a host name only when it is a valid namespace name (SPEC §11).
+    with pytest.raises(ValueError, match="not a valid Service Bus namespace name"):
+        resolve_endpoint("evil.example:1;UseDevelopmentEmulator=true;X=", endpoints)
     assert resolve_endpoint("LOCAL", endpoints) == Endpoint("127.0.0.1:5673", "sb://127.0.0.1:5673", emulator=True)
     assert resolve_endpoint("bare", endpoints) == Endpoint("localhost:5672", "sb://localhost:5672", emulator=True)
     assert resolve_endpoint("plain", endpoints) == Endpoint("10.0.0.5:6000", "sb://10.0.0.5:6000", emulator=True)
@@ -390,7 +393,7 @@ def _context() -> FireContext:
     return FireContext("tag", "request-id", datetime.now(UTC), "job", "collection", "West US")
 
 
-def _queue_message(queue: str, namespace: str = "ns", **extra: Any) -> ServiceBusQueueMessage:
+def _queue_message(queue: str, namespace: str = "ns-one", **extra: Any) -> ServiceBusQueueMessage:
     return ServiceBusQueueMessage.model_validate(
         {
             "namespace": namespace,
@@ -412,10 +415,10 @@ def test_action_failures_read_well() -> None:
     with AmqpPeer({KEY_NAME: KEY}, entities={"known"}) as peer, silent, closed:
         action = ServiceBusAction(
             {
-                "ns": peer.url,
+                "ns-one": peer.url,
                 "silent": f"127.0.0.1:{silent.getsockname()[1]}",
                 "refused": f"amqp://127.0.0.1:{port}",
-                "odd": "https://x.example",
+                "oddity": "https://x.example",
             },
             timeout=1.5,
         )
@@ -428,7 +431,7 @@ def test_action_failures_read_well() -> None:
                         _queue_message("missing"),
                         _queue_message("known", "refused"),
                         _queue_message("known", "silent"),
-                        _queue_message("known", "odd"),
+                        _queue_message("known", "oddity"),
                         _queue_message("known", brokeredMessageProperties={"sessionId": "a", "partitionKey": "b"}),
                         _queue_message("known", brokeredMessageProperties={"replyToSessionId": "r" * 200}),
                     )
@@ -439,7 +442,7 @@ def test_action_failures_read_well() -> None:
         missing, refused, silent_out, odd, mismatch, too_long = asyncio.run(run())
     assert not any(o.succeeded for o in (missing, refused, silent_out, odd, mismatch, too_long))
     assert missing.message == (
-        "ServiceBusQueue Action - queue 'missing' was not found in namespace 'ns': "
+        "ServiceBusQueue Action - queue 'missing' was not found in namespace 'ns-one': "
         "The messaging entity 'missing' could not be found."
     )
     assert refused.message.startswith(
@@ -449,11 +452,11 @@ def test_action_failures_read_well() -> None:
         "ServiceBusQueue Action - sending to queue 'known' of namespace 'silent' timed out after 1.5 seconds"
     ), silent_out.message
     assert odd.message == (
-        "ServiceBusQueue Action - cannot reach namespace 'odd': the endpoint 'https://x.example' "
+        "ServiceBusQueue Action - cannot reach namespace 'oddity': the endpoint 'https://x.example' "
         "mapped to it is not amqp://, amqps:// or sb://"
     )
     assert mismatch.message == (
-        "ServiceBusQueue Action - the message for queue 'known' of namespace 'ns' is not valid: "
+        "ServiceBusQueue Action - the message for queue 'known' of namespace 'ns-one' is not valid: "
         "brokeredMessageProperties.partitionKey 'b' must equal sessionId 'a' when both are set"
     )
     assert "brokeredMessageProperties.replyToSessionId cannot be longer than 128" in too_long.message
@@ -462,7 +465,7 @@ def test_action_failures_read_well() -> None:
 
 def test_concurrent_fires_share_one_sender_and_close_closes_it() -> None:
     with AmqpPeer({KEY_NAME: KEY}) as peer:
-        action = ServiceBusAction({"ns": peer.url}, timeout=10)
+        action = ServiceBusAction({"ns-one": peer.url}, timeout=10)
 
         async def run() -> list[Outcome]:
             outcomes = await asyncio.gather(*(action.execute(_queue_message("shared"), _context()) for _ in range(8)))

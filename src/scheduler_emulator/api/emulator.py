@@ -59,6 +59,7 @@ async def health(request: Request) -> Response:
         "version": __version__,
         "database": settings.database_kind,
         "dispatcher": "running" if dispatcher is not None else "off",
+        "auth": settings.auth_mode,
     }
 
     def ping(session: Session) -> None:

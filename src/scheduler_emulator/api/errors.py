@@ -17,12 +17,15 @@ ACCEPTED_API_VERSIONS = ("2016-03-01", "2016-01-01", "2014-08-01-preview")
 class ArmError(Exception):
     """An error response. Raise it anywhere below the API layer's handlers."""
 
-    def __init__(self, status: int, code: str, message: str, target: str | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, target: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.target = target
+        self.headers = headers or {}
 
     def body(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -31,7 +34,7 @@ class ArmError(Exception):
         return {"error": error}
 
     def response(self, headers: dict[str, str] | None = None) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status, headers=headers)
+        return JSONResponse(self.body(), status_code=self.status, headers={**self.headers, **(headers or {})})
 
 
 def missing_api_version() -> ArmError:
@@ -113,6 +116,22 @@ def request_too_large(what: str, limit: int, actual: int) -> ArmError:
 def url_too_long(length: int, limit: int) -> ArmError:
     return ArmError(
         400, "RequestUrlTooLong", f"The request URL is {length} characters long; at most {limit} are allowed."
+    )
+
+
+def authentication_failed(reason: str) -> ArmError:
+    """401 for a request without valid credentials (only when the operator turned inbound auth on)."""
+    return ArmError(401, "AuthenticationFailed", reason, headers={"WWW-Authenticate": "Bearer"})
+
+
+def host_not_allowed(host: str) -> ArmError:
+    """400 for a request naming a host the loopback-bound service does not answer to (DNS rebinding)."""
+    shown = host[:100].encode("unicode_escape").decode("ascii")
+    return ArmError(
+        400,
+        "InvalidHostHeader",
+        f"The Host header '{shown}' is not allowed: this service listens on loopback and answers only to "
+        "localhost, 127.0.0.1, [::1] and the names given with --allowed-hosts.",
     )
 
 

@@ -6,6 +6,7 @@ import copy
 import json
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -23,7 +24,7 @@ from scheduler_emulator.domain.errors import Conflict
 from scheduler_emulator.domain.job_rules import RetrySpec, check_job, check_job_count
 from scheduler_emulator.domain.merge import merge_patch
 from scheduler_emulator.domain.plans import Limits
-from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties, use_spec_occurrence_key
+from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties, strip_secrets, use_spec_occurrence_key
 from scheduler_emulator.schemas.job_collection import stored_limits
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
@@ -67,30 +68,58 @@ def _actions(properties: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def keep_omitted_secrets(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
-    """Write-only secrets the client did not repeat are kept from the stored definition (same kind only),
-    so a GET-modify-PUT round trip does not lose them."""
+    """Write-only secrets the client did not repeat are kept from the stored definition, so a GET-modify-PUT
+    round trip does not lose them — but only while they go where they went before (SPEC §11): same
+    authentication type and same target origin (scheme, host, port) for HTTP, same namespace for Service
+    Bus. A secret omitted for a new target → 400 naming its field (it is never sent somewhere new)."""
     result = copy.deepcopy(new)
     old_actions = dict(_actions(old))
     for path, action in _actions(result):
         previous = old_actions.get(path)
         if previous is None:
             continue
-        new_auth = (action.get("request") or {}).get("authentication")
-        old_auth = (previous.get("request") or {}).get("authentication")
+        new_request, old_request = action.get("request") or {}, previous.get("request") or {}
+        new_auth, old_auth = new_request.get("authentication"), old_request.get("authentication")
         if (
             isinstance(new_auth, dict)
             and isinstance(old_auth, dict)
             and str(new_auth.get("type", "")).lower() == str(old_auth.get("type", "")).lower()
         ):
+            same_target = _origin(new_request.get("uri")) == _origin(old_request.get("uri"))
             for secret in ("password", "pfx", "secret"):
                 if secret not in new_auth and secret in old_auth:
+                    if not same_target:
+                        raise _secret_needed(f"{path}.request.authentication.{secret}", "request.uri's origin")
                     new_auth[secret] = old_auth[secret]
         for payload in ("serviceBusQueueMessage", "serviceBusTopicMessage"):
-            new_sb = (action.get(payload) or {}).get("authentication")
-            old_sb = (previous.get(payload) or {}).get("authentication")
+            new_message, old_message = action.get(payload) or {}, previous.get(payload) or {}
+            new_sb, old_sb = new_message.get("authentication"), old_message.get("authentication")
             if isinstance(new_sb, dict) and isinstance(old_sb, dict) and "sasKey" not in new_sb and "sasKey" in old_sb:
+                if str(new_message.get("namespace", "")).lower() != str(old_message.get("namespace", "")).lower():
+                    raise _secret_needed(f"{path}.{payload}.authentication.sasKey", "namespace")
                 new_sb["sasKey"] = old_sb["sasKey"]
     return result
+
+
+def _origin(uri: object) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of a URI, the default port filled in; None when it is not a URI."""
+    if not isinstance(uri, str):
+        return None
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def _secret_needed(field: str, what_changed: str) -> errors.ArmError:
+    return errors.invalid_field(
+        f"properties.{field.removeprefix('properties.')}",
+        f"must be given again: the {what_changed} changed, and a stored secret is only kept for the target it "
+        "was given for",
+    )
 
 
 def check_definition(properties: JobProperties, limits: Limits, origin: datetime) -> None:
@@ -234,7 +263,8 @@ async def patch_job(
         collection = collection_or_404(session, subscription_id, resource_group, collection_name)
         job = job_or_404(session, collection, job_name)
         _refuse_final(job)
-        merged = merge_patch(job.definition, patch or {})
+        # Secrets the patch does not mention are kept only for an unchanged target (keep_omitted_secrets).
+        merged = keep_omitted_secrets(merge_patch(strip_secrets(job.definition), patch or {}), job.definition)
         timing_changed = any(merged.get(k) != job.definition.get(k) for k in ("startTime", "recurrence"))
         job = _write(session, collection, job.name, merged, job, moment, timing_changed, floor)
         return job_to_wire(collection, job, dialect.one_job)

@@ -2,11 +2,15 @@
 
 1. request ids   — ``x-ms-request-id`` (new), ``x-ms-correlation-request-id`` (echoed or new) and
                    ``x-ms-client-request-id`` (echoed) on every response, errors included;
-2. URL length    — at most 2048 characters (SPEC §8);
-3. path casing   — literal ARM segments (``resourcegroups``, ``JOBCOLLECTIONS``…) are matched
+2. host guard    — while listening on loopback, a ``Host`` other than a loopback name or one of
+                   ``--allowed-hosts`` → 400 (DNS rebinding; SPEC §11, ``api.access.HostGuard``);
+3. authentication — with ``--auth-token`` or ``--auth-jwks``, every request but ``GET /_emulator/health``
+                   needs a valid bearer token → else 401 (SPEC §11, ``api.access.Authenticator``);
+4. URL length    — at most 2048 characters (SPEC §8);
+5. path casing   — literal ARM segments (``resourcegroups``, ``JOBCOLLECTIONS``…) are matched
                    case-insensitively by rewriting them to their canonical spelling before routing;
-4. api-version   — required and checked on every ARM path;
-5. body size     — a request body over 1 MiB is refused before it is read;
+6. api-version   — required and checked on every ARM path;
+7. body size     — a request body over 1 MiB is refused before it is read;
 then the FastAPI handlers, whose errors are rendered by ``install_error_handlers``.
 """
 
@@ -25,6 +29,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scheduler_emulator.api import errors
+from scheduler_emulator.api.access import OPEN_PATHS, Authenticator, HostGuard
 
 log = logging.getLogger("scheduler_emulator.api")
 access_log = logging.getLogger("scheduler_emulator.access")
@@ -71,10 +76,12 @@ def canonical_arm_path(path: str) -> str | None:
 
 
 class ArmPipeline:
-    """Pure ASGI middleware implementing steps 1–5 above."""
+    """Pure ASGI middleware implementing steps 1–7 above (2 and 3 only when given their guards)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, hosts: HostGuard | None = None, auth: Authenticator | None = None) -> None:
         self.app = app
+        self.hosts = hosts
+        self.auth = auth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -97,7 +104,7 @@ class ArmPipeline:
 
         began = time.perf_counter()
         status = 500
-        error = self._check(scope, headers)
+        error = await self._guard(scope, headers) or self._check(scope, headers)
         if error is not None:
             await error.response()(scope, receive, send_with_ids)
             self._observe(scope, request_id, error.status, time.perf_counter() - began)
@@ -148,6 +155,14 @@ class ArmPipeline:
         if metrics is not None:
             metrics.requests.labels(route, method, str(status)).inc()
             metrics.request_seconds.labels(route).observe(seconds)
+
+    async def _guard(self, scope: Scope, headers: dict[str, str]) -> errors.ArmError | None:
+        """Steps 2 and 3: the Host guard, then authentication."""
+        if self.hosts is not None and (error := self.hosts.check(headers.get("host"))) is not None:
+            return error
+        if self.auth is None or (scope.get("method") in ("GET", "HEAD") and scope["path"] in OPEN_PATHS):
+            return None
+        return await self.auth.check(scope["path"], headers.get("authorization"))
 
     def _check(self, scope: Scope, headers: dict[str, str]) -> errors.ArmError | None:
         raw_path: str = scope["path"]

@@ -30,6 +30,14 @@ MAX_INTERVAL = {"Minute": 1000, "Hour": 1000, "Day": 548, "Week": 78, "Month": 1
 MAX_HEADERS = 50
 MAX_HEADERS_CHARS = 4096
 MAX_BODY_CHARS = 8192
+SERVICE_BUS_NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9-]{4,48}[A-Za-z0-9]")
+
+
+def is_service_bus_namespace(name: str) -> bool:
+    """Azure's rule for a Service Bus namespace name (6–50 letters, digits, hyphens; letter first; no hyphen last)."""
+    return SERVICE_BUS_NAMESPACE.fullmatch(name) is not None
+
+
 SECRET_FIELDS = ("password", "pfx", "secret")  # of authentication objects; plus service bus sasKey
 
 WeekDay = CaseInsensitive(*WEEK_DAYS)
@@ -130,6 +138,17 @@ class ServiceBusMessage(WireModel):
     message: str | None = None
     namespace: str = Field(min_length=1)
     transport_type: CaseInsensitive("NotSpecified", "NetMessaging", "AMQP") | None = None  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _namespace_rule(self) -> ServiceBusMessage:
+        # Azure's rule; it also keeps ';', '=', ':' and '/' out of the connection string the name goes into.
+        if not is_service_bus_namespace(self.namespace):
+            raise FieldError(
+                "namespace",
+                f"'{self.namespace[:60]}' is not a valid Service Bus namespace name: 6 to 50 letters, digits and "
+                "hyphens, starting with a letter and ending with a letter or digit",
+            )
+        return self
 
 
 class ServiceBusQueueMessage(ServiceBusMessage):

@@ -6,13 +6,18 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import JSON, Engine, Table, create_engine, event, insert, select, text, type_coerce, update
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
+
+from scheduler_emulator.store.models import EmulatorSettingRow, JobRow
+from scheduler_emulator.store.secrets import SecretBox, SecretKeyMismatch, secret_values
+
+SECRET_KEY_CHECK = "secret-key-check"  # sealed into emulator_settings: proves a key is the database's
 
 
 def migrations_dir() -> Path:
@@ -25,8 +30,9 @@ def migrations_dir() -> Path:
 class Database:
     """Owns the engine and hands out sessions; applies migrations with :meth:`migrate`."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, secret_box: SecretBox | None = None) -> None:
         self.url = url
+        self.secret_box = secret_box
         self.dialect = url.split(":", 1)[0].split("+", 1)[0]
         kwargs: dict[str, Any] = {}
         self._lock: threading.RLock | None = None
@@ -38,13 +44,15 @@ class Database:
             if url in ("sqlite://", "sqlite:///:memory:"):
                 kwargs["poolclass"] = StaticPool  # one shared connection holds the in-memory database
             else:
-                Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+                Path(url.removeprefix("sqlite:///")).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         elif self.dialect == "postgresql":
             url = url.replace("postgresql://", "postgresql+psycopg://", 1) if "+" not in url.split(":")[0] else url
             kwargs.update(
                 pool_size=10, max_overflow=20, pool_pre_ping=True, pool_timeout=10, connect_args={"connect_timeout": 5}
             )
         self.engine: Engine = create_engine(url, **kwargs)
+        # Read by the definition column's type (store.models.SealedJSON); without a box, secrets pass as they are.
+        self.engine.dialect.scheduler_secret_box = secret_box  # type: ignore[attr-defined]
         if self.dialect == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -62,6 +70,39 @@ class Database:
         with self._lock or nullcontext(), self.engine.begin() as connection:
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
+
+    def prepare_secrets(self) -> None:
+        """Check the secret key against the database; SecretKeyMismatch when it is not the key the stored
+        secrets were sealed with. On the first start with a key, seal the plaintext secrets written by
+        earlier versions, once (one transaction, together with the key's check value)."""
+        box = self.secret_box
+        if box is None:
+            return
+        jobs = cast(Table, JobRow.__table__)
+        settings = cast(Table, EmulatorSettingRow.__table__)
+        with self._lock or nullcontext(), self.engine.begin() as connection:
+            if self.dialect == "postgresql":  # processes starting together: one seals, the others check
+                connection.execute(text("SELECT pg_advisory_xact_lock(hashtext('scheduler-emulator:secrets'))"))
+            check = connection.scalar(select(settings.c.value).where(settings.c.name == SECRET_KEY_CHECK))
+            if check is not None:
+                if box.open(check) != SECRET_KEY_CHECK:
+                    raise SecretKeyMismatch("the secret key's check value does not match")
+                return
+            # Read as plain JSON (no opening: nothing is sealed yet); writing through the column's type seals.
+            raw = connection.execute(select(jobs.c.id, type_coerce(jobs.c.definition, JSON).label("definition")))
+            sealed = 0
+            for row in raw.all():
+                if next(secret_values(row.definition), None) is not None:
+                    sealed += 1
+                    connection.execute(update(jobs).where(jobs.c.id == row.id).values(definition=row.definition))
+            connection.execute(insert(settings).values(name=SECRET_KEY_CHECK, value=box.seal(SECRET_KEY_CHECK)))
+        if sealed and self.dialect == "sqlite" and self.url not in ("sqlite://", "sqlite:///:memory:"):
+            # SQLite leaves replaced rows' bytes in free pages and in the write-ahead log: rebuild the file and
+            # empty the log, so the plaintext is gone from the disk too.
+            with self._lock or nullcontext(), self.engine.connect() as connection:
+                autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")
+                autocommit.exec_driver_sql("VACUUM")
+                autocommit.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -11,6 +11,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from scheduler_emulator.store.secrets import SecretBox
+
 
 class UTCDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC datetimes on every backend (SQLite stores naive text, so re-attach UTC on read)."""
@@ -58,6 +60,28 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)
 
         return process
+
+
+def secret_box_of(dialect: Dialect) -> SecretBox | None:
+    """The key a database's secrets are sealed with (``Database`` attaches it to its engine's dialect: a
+    column type's hooks see nothing else of the engine)."""
+    return getattr(dialect, "scheduler_secret_box", None)
+
+
+class SealedJSON(TypeDecorator[dict[str, Any]]):
+    """A job definition as JSON whose secrets are sealed at rest (store.secrets): the service reads and
+    writes plaintext, the database holds ciphertext."""
+
+    impl = JSON
+    cache_ok = True
+
+    def process_bind_param(self, value: dict[str, Any] | None, dialect: Dialect) -> dict[str, Any] | None:
+        box = secret_box_of(dialect)
+        return box.seal_definition(value) if box is not None and value is not None else value
+
+    def process_result_value(self, value: dict[str, Any] | None, dialect: Dialect) -> dict[str, Any] | None:
+        box = secret_box_of(dialect)
+        return box.open_definition(value) if box is not None and value is not None else value
 
 
 # BigInteger primary keys autoincrement on PostgreSQL; on SQLite only INTEGER does.
@@ -114,8 +138,8 @@ class JobRow(Base):
     collection_id: Mapped[int] = mapped_column(ForeignKey("job_collections.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(100))
     name_key: Mapped[str] = mapped_column(String(100))
-    # `properties` as the client sent them, secrets included (never returned: see api.rendering).
-    definition: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # `properties` as the client sent them, secrets included (sealed at rest; never returned: see api.rendering).
+    definition: Mapped[dict[str, Any]] = mapped_column(SealedJSON)
     state: Mapped[str] = mapped_column(String(20))  # canonical: Enabled, Disabled, Completed, Faulted
     # The instant the current series was defined (create/replace/enable): past instances before it are skipped.
     series_origin: Mapped[datetime]
@@ -180,3 +204,12 @@ class DispatcherRow(Base):
     owner: Mapped[str] = mapped_column(String(64), primary_key=True)
     started_at: Mapped[datetime]
     expires_at: Mapped[datetime]
+
+
+class EmulatorSettingRow(Base):
+    """Values the service keeps about the database itself, e.g. the check value of its secret key."""
+
+    __tablename__ = "emulator_settings"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

@@ -17,6 +17,7 @@ import ssl
 import tempfile
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -24,7 +25,9 @@ from yarl import URL
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import MAX_MESSAGE_BODY_BYTES, FireContext, Outcome, body_excerpt
+from scheduler_emulator.dispatcher.actions.outbound import BlockedTarget, PolicyResolver, literal_refusal
 from scheduler_emulator.domain.clock import isoformat_z
+from scheduler_emulator.domain.outbound import OutboundPolicy
 from scheduler_emulator.schemas.job import HttpRequest
 
 MAX_REDIRECTS = 5
@@ -48,16 +51,23 @@ class HttpAction:
     def __init__(self, settings: Settings) -> None:
         self.timeout = aiohttp.ClientTimeout(total=settings.action_timeout)
         self.verify = ssl.create_default_context()  # honours SSL_CERT_FILE / SSL_CERT_DIR
+        self.policy = settings.outbound_policy
         self.certificates = ClientCertificates()
-        self.tokens = TokenCache(settings.oauth_authority)
+        self.tokens = TokenCache(settings.oauth_authority, self.policy)
         self._session: aiohttp.ClientSession | None = None
         self._urls: dict[str, URL] = {}  # parsed once per URI (aiohttp would parse a string at every request)
 
     def session(self) -> aiohttp.ClientSession:
-        """The process's one session (created in the running loop on first use)."""
+        """The process's one session (created in the running loop on first use). Every name it connects to
+        is resolved through the outbound policy; it keeps no cookies (one job's target must not set cookies
+        that another job's request carries)."""
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ssl=self.verify, ttl_dns_cache=60)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self.timeout, trust_env=False)
+            connector = aiohttp.TCPConnector(
+                limit=0, limit_per_host=0, ssl=self.verify, ttl_dns_cache=60, resolver=PolicyResolver(self.policy)
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=self.timeout, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
+            )
         return self._session
 
     async def close(self) -> None:
@@ -65,8 +75,6 @@ class HttpAction:
             await self._session.close()
 
     async def execute(self, request: HttpRequest, context: FireContext) -> Outcome:
-        headers = dict(request.headers or {})
-        headers.update(scheduler_headers(context))
         url = self._urls.get(request.uri)
         if url is None:
             if len(self._urls) >= 10_000:
@@ -76,10 +84,11 @@ class HttpAction:
             except ValueError as exc:
                 return _failed(request.uri, f"the URI is not valid ({exc})")
         tls: ssl.SSLContext = self.verify
+        credentials: dict[str, str] = {}  # headers that carry the job's secrets
         auth = request.authentication
         if auth is not None and auth.type == "Basic":
             token = base64.b64encode(f"{auth.username}:{auth.password}".encode()).decode()
-            headers["Authorization"] = f"Basic {token}"
+            credentials["Authorization"] = f"Basic {token}"
         elif auth is not None and auth.type == "ClientCertificate":
             try:
                 tls = self.certificates.context_for(auth.pfx or "", auth.password)
@@ -92,28 +101,73 @@ class HttpAction:
                 )
             except TokenError as exc:
                 return Outcome(False, f"Http Action - {exc}")
-            headers["Authorization"] = f"Bearer {bearer}"
+            credentials["Authorization"] = f"Bearer {bearer}"
+        first = Hop(
+            url=url,
+            method=request.method.upper(),
+            body=request.body.encode() if request.body is not None else None,
+            headers={**(request.headers or {}), **credentials, **scheduler_headers(context)},
+            tls=tls,
+        )
         try:
-            async with self.session().request(
-                request.method.upper(),
-                url,
-                headers=headers,
-                data=request.body.encode() if request.body is not None else None,
-                allow_redirects=True,
-                max_redirects=MAX_REDIRECTS + 1,  # aiohttp raises on reaching the count; 5 must pass
-                ssl=tls,
-            ) as response:
-                excerpt = await response.content.read(MAX_MESSAGE_BODY_BYTES)
-                status, reason, final_host = response.status, response.reason or "", response.url.host
+            async with asyncio.timeout(self.timeout.total):
+                return await self._follow(first, scheduler_headers(context), request.uri)
         except TimeoutError:
             return _failed(request.uri, "the request timed out")
-        except aiohttp.TooManyRedirects:
-            return _failed(request.uri, f"more than {MAX_REDIRECTS} redirects")
         except (aiohttp.ClientError, OSError) as exc:
             return _failed(request.uri, describe_error(exc, urlsplit(request.uri).scheme.lower() == "https"))
-        final_host = final_host or _host(request.uri)
-        message = f"Http Action - Response from host '{final_host}': '{status} {reason}'".rstrip()
-        return Outcome(200 <= status < 300, f"{message} Body: {body_excerpt(excerpt)}")
+
+    async def _follow(self, hop: Hop, service_headers: dict[str, str], uri: str) -> Outcome:
+        """Send ``hop`` and follow redirects (at most 5), each destination checked by the outbound policy.
+        Once a redirect leaves the job's origin, the job's headers and credentials (Authorization, cookies,
+        the client certificate) stay behind: only the service's own ``x-ms-*`` headers go on."""
+        origin = _origin(hop.url)
+        for _ in range(MAX_REDIRECTS + 1):
+            if (refusal := literal_refusal(self.policy, hop.url.host)) is not None:
+                return _failed(uri, refusal)
+            async with self.session().request(
+                hop.method, hop.url, headers=hop.headers, data=hop.body, allow_redirects=False, ssl=hop.tls
+            ) as response:
+                location = response.headers.get("Location") if response.status in REDIRECTS else None
+                if location is None:
+                    excerpt = await response.content.read(MAX_MESSAGE_BODY_BYTES)
+                    host = response.url.host or _host(uri)
+                    message = f"Http Action - Response from host '{host}': '{response.status} {response.reason or ''}'"
+                    return Outcome(200 <= response.status < 300, f"{message.rstrip()} Body: {body_excerpt(excerpt)}")
+                status = response.status
+            try:
+                target = hop.url.join(URL(location))
+            except ValueError:
+                return _failed(uri, f"a redirect named an invalid Location ({location[:200]!r})")
+            if target.scheme not in ("http", "https") or not target.host:
+                return _failed(uri, f"a redirect led to '{str(target)[:200]}', which is not an http(s) URL")
+            method, body = hop.method, hop.body
+            if status == 303 or (status in (301, 302) and method == "POST"):
+                method, body = ("HEAD" if method == "HEAD" else "GET"), None  # as browsers and aiohttp do
+            if _origin(target) != origin:
+                hop = Hop(url=target, method=method, body=body, headers=dict(service_headers), tls=self.verify)
+                origin = ("", "", 0)  # crossed once: nothing of the job's comes back on a later hop
+            else:
+                hop = Hop(url=target, method=method, body=body, headers=hop.headers, tls=hop.tls)
+        return _failed(uri, f"more than {MAX_REDIRECTS} redirects")
+
+
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hop:
+    """One request of an attempt: the first, or one a redirect asked for."""
+
+    url: URL
+    method: str
+    body: bytes | None
+    headers: dict[str, str]
+    tls: ssl.SSLContext
+
+
+def _origin(url: URL) -> tuple[str, str, int]:
+    return (url.scheme.lower(), (url.host or "").lower(), url.port or 0)
 
 
 def _host(uri: str) -> str:
@@ -175,8 +229,9 @@ class TokenCache:
     """Client-credentials tokens from ``{authority}/{tenant}/oauth2/token``, reused until shortly before
     they expire."""
 
-    def __init__(self, authority: str) -> None:
+    def __init__(self, authority: str, policy: OutboundPolicy) -> None:
         self.authority = authority.rstrip("/")
+        self.policy = policy
         self._tokens: dict[str, tuple[str, float]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -191,6 +246,8 @@ class TokenCache:
                 return cached[0]
             url = f"{self.authority}/{tenant}/oauth2/token"
             where = f"could not obtain a token for audience '{audience}' from {url}"
+            if (refusal := literal_refusal(self.policy, URL(url).host)) is not None:
+                raise TokenError(f"{where}: {refusal}")
             form = {
                 "grant_type": "client_credentials",
                 "client_id": client_id,
@@ -198,7 +255,7 @@ class TokenCache:
                 "resource": audience,
             }
             try:
-                async with session.post(url, data=form) as response:
+                async with session.post(url, data=form, allow_redirects=False) as response:
                     content = await response.read()
                     status, reason = response.status, response.reason
             except TimeoutError:
@@ -227,6 +284,8 @@ def describe_error(exc: BaseException, tls: bool = False) -> str:
         chain.append(current)
         current = current.__cause__ or current.__context__ or getattr(current, "os_error", None)
     for error in chain:
+        if isinstance(error, BlockedTarget):
+            return str(error)
         if isinstance(error, aiohttp.ClientConnectorCertificateError):
             return f"TLS error: the server certificate is not trusted ({error.certificate_error})"
         if isinstance(error, ssl.SSLCertVerificationError):

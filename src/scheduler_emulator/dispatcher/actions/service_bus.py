@@ -54,7 +54,7 @@ from azure.servicebus.exceptions import (
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
 from scheduler_emulator.domain.durations import describe, parse_duration
 from scheduler_emulator.schemas.job import ServiceBusMessage as JobServiceBusMessage
-from scheduler_emulator.schemas.job import ServiceBusQueueMessage, ServiceBusTopicMessage
+from scheduler_emulator.schemas.job import ServiceBusQueueMessage, ServiceBusTopicMessage, is_service_bus_namespace
 
 log = logging.getLogger("scheduler_emulator.dispatcher.service_bus")
 
@@ -96,6 +96,9 @@ class Endpoint:
     custom_endpoint_address: str | None = None
 
     def connection_string(self, key_name: str, key: str) -> str:
+        """The SDK's connection string; ValueError when the key name or key would add settings of their own."""
+        if ";" in key_name or ";" in key:
+            raise ValueError("the SAS key name and key may not contain ';'")
         text = f"Endpoint={self.endpoint};SharedAccessKeyName={key_name};SharedAccessKey={key}"
         return text + (";UseDevelopmentEmulator=true" if self.emulator else "")
 
@@ -105,6 +108,8 @@ def resolve_endpoint(namespace: str, endpoints: dict[str, str]) -> Endpoint:
     ValueError with a readable reason for a mapping the SDK cannot use."""
     mapped = endpoints.get(namespace.lower())
     if mapped is None:
+        if not is_service_bus_namespace(namespace):  # a job stored before the API checked the name
+            raise ValueError("it is not a valid Service Bus namespace name")
         host = f"{namespace}{DEFAULT_HOST_SUFFIX}"
         return Endpoint(host=host, endpoint=f"sb://{host}", emulator=False)
     text = mapped.strip()

@@ -1,0 +1,79 @@
+"""What the service keeps on disk, kept private (SPEC §11): the data directory (0700, files 0600) and the
+key that seals stored secrets (``--secret-key-file``, default ``<data-dir>/secret.key``, or
+``SCHEDULER_SECRET_KEY``)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from cryptography.fernet import Fernet
+
+from scheduler_emulator.config import ConfigError, Settings
+
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def make_files_private() -> None:
+    """From now on every file this process creates is 0600 and every directory 0700 (SQLite's database,
+    its -wal and -shm files, TLS keys): created so, never chmod-ed after the fact."""
+    os.umask(0o077)
+
+
+# What the service keeps in its data directory (and only that is tightened: the directory may hold the
+# operator's own files too).
+OWN_FILES = ("scheduler.db", "scheduler.db-wal", "scheduler.db-shm", "scheduler.db-journal", "secret.key")
+OWN_TLS_FILES = ("cert.pem", "key.pem")
+
+
+def secure_data_dir(directory: Path) -> None:
+    """Tighten what an earlier version left readable: the data directory and its tls/ 0700, the service's
+    own files in them 0600. Nothing happens when the directory does not exist yet."""
+    if not directory.is_dir():
+        return
+    paths = [directory, directory / "tls"]
+    paths += [directory / name for name in OWN_FILES] + [directory / "tls" / name for name in OWN_TLS_FILES]
+    for path in paths:
+        if not path.exists() or path.is_symlink():
+            continue
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            path.chmod(mode & (PRIVATE_DIR if path.is_dir() else PRIVATE_FILE))
+
+
+def secret_key(settings: Settings) -> bytes:
+    """The key that seals stored secrets: ``SCHEDULER_SECRET_KEY``, else the key file (created on first
+    start with a new random key), else — for an in-memory store — a key that lives as long as the process."""
+    if settings.secret_key is not None:
+        return _checked(settings.secret_key.get_secret_value().strip().encode(), "SCHEDULER_SECRET_KEY")
+    path = settings.secret_key_file or settings.data_dir / "secret.key"
+    if settings.in_memory and settings.secret_key_file is None:
+        return Fernet.generate_key()
+    if not path.exists():
+        path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        try:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+        except FileExistsError:
+            pass  # another process created it meanwhile: use theirs
+        else:
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(Fernet.generate_key() + b"\n")
+    try:
+        key = path.read_bytes().strip()
+    except OSError as exc:
+        raise ConfigError(f"--secret-key-file: cannot read {path}: {exc.strerror}") from None
+    return _checked(key, str(path))
+
+
+def _checked(key: bytes, source: str) -> bytes:
+    try:
+        Fernet(key)
+    except ValueError:
+        raise ConfigError(
+            f"the secret key from {source} is not a valid key: it must be 32 bytes in url-safe base64 "
+            "(44 characters), e.g. the output of: python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())'"
+        ) from None
+    return key
