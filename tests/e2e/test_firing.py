@@ -19,22 +19,21 @@ import re
 import socket
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import httpx
 import pytest
-from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres, unique, wait_until
+from conftest import Names, PostgresDatabase, require_postgres, unique, wait_until
 from sqlalchemy import select
+from support.api_client import EmulatorApi
+from support.times import iso, parse, utcnow, whole_seconds_from_now
 from target_server import Received, TargetServer
 
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow, OccurrenceRow
-
-T = TypeVar("T")
 
 ACTION_TIMEOUT = 2.0  # --action-timeout of the server under test (seconds)
 LATENESS_BOUND = 2.0  # generous bound on how late a fire may arrive (the aim is well under a second)
@@ -42,23 +41,28 @@ ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 MINUTE = timedelta(minutes=1)
 
 
-# --- time -----------------------------------------------------------------------------------------
+# --- the server under test ------------------------------------------------------------------------
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+class Emulator(EmulatorApi):
+    """The scheduler-emulator process of one backend; ``stop()`` then ``start()`` restarts it on the same
+    database."""
 
+    history_timeout = 10
 
-def whole_seconds_from_now(seconds: float) -> datetime:
-    return (utcnow() + timedelta(seconds=seconds)).replace(microsecond=0)
-
-
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def parse(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    def __init__(self, backend: str, database_url: str, data_dir: Path) -> None:
+        super().__init__(
+            data_dir,
+            "--min-retry-interval",
+            "1",
+            "--action-timeout",
+            str(ACTION_TIMEOUT),
+            database_url=database_url,
+            log_level="info",
+            poll_interval=1,
+        )
+        self.backend = backend
+        self.database_url = database_url
 
 
 def seconds_until(moment: datetime) -> float:
@@ -69,112 +73,6 @@ def sleep_until(moment: datetime) -> None:
     delay = seconds_until(moment)
     if delay > 0:
         time.sleep(min(delay, 300))
-
-
-# --- the server under test ------------------------------------------------------------------------
-
-
-@dataclass
-class Emulator:
-    """The scheduler-emulator process of one backend; :meth:`restart` replaces it on the same database."""
-
-    backend: str
-    database_url: str
-    data_dir: Path
-    process: ServerProcess | None = None
-    http: httpx.Client | None = None
-    previous_logs: list[str] = field(default_factory=list)
-
-    def args(self) -> list[str]:
-        return [
-            "--port",
-            "0",
-            "--data-dir",
-            str(self.data_dir),
-            "--database-url",
-            self.database_url,
-            "--log-level",
-            "info",
-            "--min-retry-interval",
-            "1",
-            "--poll-interval",
-            "1",
-            "--action-timeout",
-            str(ACTION_TIMEOUT),
-        ]
-
-    def start(self) -> None:
-        self.process = ServerProcess(self.args()).start()
-        self.http = self.process.client()
-
-    def stop(self) -> None:
-        if self.http is not None:
-            self.http.close()
-            self.http = None
-        if self.process is not None:
-            self.process.stop()
-            self.previous_logs.append(self.process.log)
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The server's latest log lines, without its access log."""
-        output = [line for line in (self.process.output if self.process else []) if 'HTTP/1.1" ' not in line]
-        return "\n".join(output[-lines:])
-
-    def call(self, method: str, path: str, body: Any = None, **params: str) -> httpx.Response:
-        assert self.http is not None, "the server is stopped"
-        return self.http.request(method, path, params={"api-version": API, **params}, json=body)
-
-    def ok(self, method: str, path: str, body: Any = None, **params: str) -> Any:
-        response = self.call(method, path, body, **params)
-        assert response.status_code in (200, 201), f"{method} {path}: {response.status_code} {response.text}"
-        return response.json() if response.content else None
-
-    # -- resources
-
-    def collection(self, names: Names, location: str = "westus") -> dict[str, Any]:
-        body = {"location": location, "properties": {"sku": {"name": "Standard"}}}
-        return self.ok("PUT", names.collection_path, body)
-
-    def put_job(self, names: Names, job: str, properties: dict[str, Any]) -> dict[str, Any]:
-        response = self.call("PUT", names.job_path(job), {"properties": properties})
-        assert response.status_code == 201, f"PUT job {job}: {response.status_code} {response.text}"
-        return response.json()
-
-    def job(self, names: Names, job: str) -> dict[str, Any]:
-        return self.ok("GET", names.job_path(job))
-
-    def status(self, names: Names, job: str) -> dict[str, Any]:
-        return self.job(names, job)["properties"]["status"]
-
-    def history(self, names: Names, job: str, **params: str) -> list[dict[str, Any]]:
-        """The job's history entries (their ``properties``), newest first."""
-        page = self.ok("GET", names.job_path(job) + "/history", **{"$top": "100", **params})
-        return [entry["properties"] for entry in page["value"]]
-
-    def wait_job(
-        self, names: Names, job: str, condition: Callable[[dict[str, Any]], bool], timeout: float, what: str
-    ) -> dict[str, Any]:
-        last: dict[str, Any] = {}
-
-        def check() -> dict[str, Any] | None:
-            nonlocal last
-            last = self.job(names, job)
-            return last if condition(last) else None
-
-        return wait_until(check, timeout, lambda: f"{what}; job is {last.get('properties')}\n{self.log_tail()}")
-
-    def wait_state(self, names: Names, job: str, state: str, timeout: float = 10) -> dict[str, Any]:
-        return self.wait_job(names, job, lambda j: j["properties"]["state"] == state, timeout, f"state {state}")
-
-    def wait_history(self, names: Names, job: str, count: int, timeout: float = 10) -> list[dict[str, Any]]:
-        last: list[dict[str, Any]] = []
-
-        def check() -> list[dict[str, Any]] | None:
-            nonlocal last
-            last = self.history(names, job)
-            return last if len(last) >= count else None
-
-        return wait_until(check, timeout, lambda: f"{count} history entries of {job}; have {last}")
 
 
 def http_action(

@@ -3,13 +3,14 @@ waits for history entries and job states (bounded, with what was last seen in th
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Self
 
 import httpx
 
 from support.names import Names
-from support.server import ServerProcess
+from support.server import ServerProcess, emulator_command
 from support.waiting import wait_until
 
 API = "2016-03-01"
@@ -44,25 +45,37 @@ def wait_history(
 
 
 class EmulatorApi:
-    """A started emulator process and one HTTP client for its API."""
+    """An emulator process (built by :func:`emulator_command` from the arguments given here) and one HTTP
+    client for its API; :meth:`stop` then :meth:`start` restarts it on the same store."""
 
     history_timeout: float = 15  # what ``wait_history`` waits unless told
     state_timeout: float = 10  # what ``wait_state`` waits unless told
 
-    def __init__(self, process: ServerProcess) -> None:
-        self.process = process
-        self.http: httpx.Client | None = process.client()
+    def __init__(
+        self, data_dir: Path | str, *extra_args: str, env: Mapping[str, str] | None = None, **options: Any
+    ) -> None:
+        self.command = emulator_command(data_dir, *extra_args, **options)
+        self.env = dict(env or {})
+        self.process: ServerProcess | None = None
+        self.http: httpx.Client | None = None
 
-    def close(self) -> None:
+    def start(self) -> Self:
+        """Start a new process with the same arguments."""
+        self.process = ServerProcess(self.command, self.env).start()
+        self.http = self.process.client()
+        return self
+
+    def stop(self) -> None:
         """Close the client and stop the process."""
         if self.http is not None:
             self.http.close()
             self.http = None
-        self.process.stop()
+        if self.process is not None:
+            self.process.stop()
 
     def log_tail(self, lines: int = 40) -> str:
         """The server's latest log lines, without its access log."""
-        return self.process.log_tail(lines)
+        return self.process.log_tail(lines) if self.process else ""
 
     def call(self, method: str, path: str, body: Any = None, **params: str) -> httpx.Response:
         """One request with the api-version."""
