@@ -12,20 +12,19 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import httpx
 import pytest
 from amqp_peer import AmqpPeer
-from conftest import API, Names, ServerProcess, unique, wait_until
+from conftest import Names, unique, wait_until
+from support.api_client import EmulatorApi
+from support.times import days_ahead, parse
 
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
 from scheduler_emulator.dispatcher.actions.service_bus import Endpoint, ServiceBusAction, resolve_endpoint
 from scheduler_emulator.schemas.job import ServiceBusQueueMessage
-
-T = TypeVar("T")
 
 KEY_NAME = "RootManageSharedAccessKey"
 KEY = "c2NoZWR1bGVyLWVtdWxhdG9yLXRlc3Qta2V5LTAxMjM0NTY3ODk="
@@ -36,74 +35,32 @@ ACTION_TIMEOUT = 5.0
 NO_RETRY = {"retryType": "None"}
 
 
-class Emulator:
-    """The emulator process of one backend and an HTTP client for its API."""
+class Emulator(EmulatorApi):
+    """The emulator process of one backend, sending to the AMQP peer as two namespaces."""
 
     def __init__(self, database_url: str, data_dir: Path, peer: AmqpPeer) -> None:
-        self.process = ServerProcess(
-            [
-                "--port",
-                "0",
-                "--data-dir",
-                str(data_dir),
-                "--database-url",
-                database_url,
-                "--log-level",
-                "info",
-                "--min-retry-interval",
-                "1",
-                "--poll-interval",
-                "1",
-                "--action-timeout",
-                str(ACTION_TIMEOUT),
-                "--servicebus-endpoint",
-                f"ns-one={peer.url}",
-                "--servicebus-endpoint",
-                f"ns-two=127.0.0.1:{peer.port}",
-            ]
-        ).start()
-        self.http: httpx.Client = self.process.client()
+        super().__init__(
+            data_dir,
+            "--min-retry-interval",
+            "1",
+            "--action-timeout",
+            str(ACTION_TIMEOUT),
+            "--servicebus-endpoint",
+            f"ns-one={peer.url}",
+            "--servicebus-endpoint",
+            f"ns-two=127.0.0.1:{peer.port}",
+            database_url=database_url,
+            log_level="info",
+            poll_interval=1,
+        )
 
-    def stop(self) -> None:
-        self.http.close()
-        self.process.stop()
-
-    def ok(self, method: str, path: str, body: Any = None, **params: str) -> Any:
-        response = self.http.request(method, path, params={"api-version": API, **params}, json=body)
-        assert response.status_code in (200, 201), f"{method} {path}: {response.status_code} {response.text}"
-        return response.json() if response.content else None
-
-    def collection(self, names: Names) -> None:
-        self.ok("PUT", names.collection_path, {"location": "westus", "properties": {"sku": {"name": "Standard"}}})
-
-    def put_job(self, names: Names, job: str, properties: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.ok("PUT", names.job_path(job), {"properties": properties})
-        return result
-
-    def job(self, names: Names, job: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.ok("GET", names.job_path(job))
-        return result
-
-    def run(self, names: Names, job: str) -> None:
-        self.ok("POST", names.job_path(job) + "/run")
-
-    def history(self, names: Names, job: str) -> list[dict[str, Any]]:
+    def history(self, names: Names, job: str, **params: str) -> list[dict[str, Any]]:
         """History entries (``properties``), oldest first."""
-        page = self.ok("GET", names.job_path(job) + "/history", **{"$top": "100"})
-        return [entry["properties"] for entry in reversed(page["value"])]
+        return list(reversed(super().history(names, job, **params)))
 
-    def wait_history(self, names: Names, job: str, count: int, timeout: float = 15) -> list[dict[str, Any]]:
-        last: list[dict[str, Any]] = []
-
-        def check() -> list[dict[str, Any]] | None:
-            nonlocal last
-            last = self.history(names, job)
-            return last if len(last) >= count else None
-
-        return wait_until(check, timeout, lambda: f"{count} history entries of {job}; have {last}\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 30) -> str:
-        return "\n".join(self.process.output[-lines:])
+    def wait_history(self, names: Names, job: str, count: int, timeout: float | None = None) -> list[dict[str, Any]]:
+        """:meth:`history` once it has at least ``count`` entries."""
+        return list(reversed(super().wait_history(names, job, count, timeout)))
 
 
 def queue_action(
@@ -128,11 +85,11 @@ def queue_action(
 
 def later() -> str:
     """A start time far enough ahead that only POST /run fires the job."""
-    return (datetime.now(UTC) + timedelta(days=1)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return days_ahead(1)
 
 
 def timestamp_ms(value: str) -> int:
-    return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+    return int(parse(value).timestamp() * 1000)
 
 
 # --- fixtures ----------------------------------------------------------------------------------------
@@ -146,11 +103,12 @@ def peer() -> Iterator[AmqpPeer]:
 
 @pytest.fixture(scope="module")
 def emulator(own_database: str, peer: AmqpPeer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
-    emulator = Emulator(own_database, tmp_path_factory.mktemp("servicebus-data"), peer)
+    emulator = Emulator(own_database, tmp_path_factory.mktemp("servicebus-data"), peer).start()
     try:
         yield emulator
     finally:
         emulator.stop()
+        assert emulator.process is not None
         assert KEY not in emulator.process.log and WRONG_KEY not in emulator.process.log, "a SAS key was logged"
 
 

@@ -15,15 +15,16 @@ import time
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs
 
-import httpx
 import pytest
 from azurite import ACCOUNT, Azurite, closed_port, start_azurite
-from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres, unique, wait_until
+from conftest import Names, PostgresDatabase, require_postgres, unique
+from support.api_client import EmulatorApi
+from support.times import iso, parse, utcnow, whole_seconds_from_now
 
 from scheduler_emulator.dispatcher.actions import FireContext
 from scheduler_emulator.dispatcher.actions.storage_queue import (
@@ -33,7 +34,6 @@ from scheduler_emulator.dispatcher.actions.storage_queue import (
     redact,
 )
 
-T = TypeVar("T")
 
 ACTION_TIMEOUT = 10.0
 UNREACHABLE = "unreachable01"  # mapped to a loopback port where nothing listens
@@ -127,22 +127,6 @@ def parse_envelope(text: str) -> dict[str, str]:
     return {child.tag: child.text or "" for child in root}
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def whole_seconds_from_now(seconds: float) -> datetime:
-    return (utcnow() + timedelta(seconds=seconds)).replace(microsecond=0)
-
-
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def parse(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
 def signature(sas: str) -> str:
     """The ``sig`` value of a SAS token, as it appears in the token (URL-encoded)."""
     return parse_qs(sas.removeprefix("?"))["sig"][0]
@@ -164,63 +148,29 @@ def queue_action(
 # --- the server under test ---------------------------------------------------------------------------
 
 
-@dataclass
-class Emulator:
-    backend: str
-    process: ServerProcess
-    http: httpx.Client
-    dead_port: int
-    signatures: set[str] = field(default_factory=set)  # every SAS signature handed to this server
+class Emulator(EmulatorApi):
+    """The emulator of one backend, sending to Azurite and to a storage endpoint nothing listens on."""
 
-    def call(self, method: str, path: str, body: Any = None, **params: str) -> httpx.Response:
-        return self.http.request(method, path, params={"api-version": API, **params}, json=body)
+    state_timeout = 15
 
-    def ok(self, method: str, path: str, body: Any = None, **params: str) -> Any:
-        response = self.call(method, path, body, **params)
-        assert response.status_code in (200, 201), f"{method} {path}: {response.status_code} {response.text}"
-        return response.json() if response.content else None
-
-    def collection(self, names: Names) -> None:
-        self.ok("PUT", names.collection_path, {"location": "westus", "properties": {"sku": {"name": "Standard"}}})
-
-    def put_job(self, names: Names, job: str, properties: dict[str, Any]) -> dict[str, Any]:
-        response = self.call("PUT", names.job_path(job), {"properties": properties})
-        assert response.status_code == 201, f"PUT job {job}: {response.status_code} {response.text}"
-        created: dict[str, Any] = response.json()
-        return created
-
-    def job(self, names: Names, job: str) -> dict[str, Any]:
-        found: dict[str, Any] = self.ok("GET", names.job_path(job))
-        return found
-
-    def history(self, names: Names, job: str) -> list[dict[str, Any]]:
-        """The job's history entries (their ``properties``), newest first."""
-        page = self.ok("GET", names.job_path(job) + "/history", **{"$top": "100"})
-        return [entry["properties"] for entry in page["value"]]
-
-    def wait_state(self, names: Names, job: str, state: str, timeout: float = 15) -> dict[str, Any]:
-        last: dict[str, Any] = {}
-
-        def check() -> dict[str, Any] | None:
-            nonlocal last
-            last = self.job(names, job)
-            return last if last["properties"]["state"] == state else None
-
-        return wait_until(
-            check,
-            timeout,
-            lambda: f"job {job} to be {state}; it is {last.get('properties')}\n" + "\n".join(self.process.output[-30:]),
+    def __init__(self, backend: str, database_url: str, data_dir: Path, azurite: Azurite, dead_port: int) -> None:
+        super().__init__(
+            data_dir,
+            "--min-retry-interval",
+            "1",
+            "--action-timeout",
+            str(ACTION_TIMEOUT),
+            "--storage-endpoint",
+            f"{ACCOUNT}={azurite.endpoint}",
+            "--storage-endpoint",
+            f"{UNREACHABLE}=http://127.0.0.1:{dead_port}/{UNREACHABLE}",
+            database_url=database_url,
+            log_level="info",
+            poll_interval=1,
         )
-
-    def wait_history(self, names: Names, job: str, count: int, timeout: float = 15) -> list[dict[str, Any]]:
-        last: list[dict[str, Any]] = []
-
-        def check() -> list[dict[str, Any]] | None:
-            nonlocal last
-            last = self.history(names, job)
-            return last if len(last) >= count else None
-
-        return wait_until(check, timeout, lambda: f"{count} history entries of {job}; have {last}")
+        self.backend = backend
+        self.dead_port = dead_port
+        self.signatures: set[str] = set()  # every SAS signature handed to this server
 
 
 @pytest.fixture(scope="session")
@@ -245,34 +195,11 @@ def emulator(
         url = database.url
     dead_port = closed_port()
     started = time.monotonic()
-    process = ServerProcess(
-        [
-            "--port",
-            "0",
-            "--data-dir",
-            str(tmp_path_factory.mktemp("queue-data")),
-            "--database-url",
-            url,
-            "--log-level",
-            "info",
-            "--min-retry-interval",
-            "1",
-            "--poll-interval",
-            "1",
-            "--action-timeout",
-            str(ACTION_TIMEOUT),
-            "--storage-endpoint",
-            f"{ACCOUNT}={azurite.endpoint}",
-            "--storage-endpoint",
-            f"{UNREACHABLE}=http://127.0.0.1:{dead_port}/{UNREACHABLE}",
-        ]
-    ).start()
-    emulator = Emulator(request.param, process, process.client(), dead_port)
+    emulator = Emulator(request.param, url, tmp_path_factory.mktemp("queue-data"), azurite, dead_port).start()
     try:
         yield emulator
     finally:
-        emulator.http.close()
-        process.stop()
+        emulator.stop()
         print(f"\n[{request.param}] storage queue suite ran {time.monotonic() - started:.1f} s on this backend")
         if database is not None:
             database.drop()
@@ -454,6 +381,7 @@ def test_no_sas_signature_reaches_the_log(emulator: Emulator) -> None:
     """Last: no token the tests above handed over appears in the server's output."""
     if not emulator.signatures:
         pytest.skip("run together with the tests above")
+    assert emulator.process is not None
     log = emulator.process.log
     for sig in emulator.signatures:
         assert sig not in log
