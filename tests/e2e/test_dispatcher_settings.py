@@ -6,13 +6,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import API, Names, ServerProcess, create_job, wait_until
+from conftest import API, EmulatorPool, Names, ServerProcess, create_job, wait_until
+from support.api_client import job_history
+from support.times import parse
 from target_server import TargetServer
 
 from scheduler_emulator.store.database import Database
@@ -22,36 +24,12 @@ PARAMS = {"api-version": API}
 
 
 @pytest.fixture
-def start(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
-    servers: list[ServerProcess] = []
-
+def start(emulators: EmulatorPool, tmp_path: Path) -> Callable[..., ServerProcess]:
     def start_server(*args: str, database: Path | None = None) -> ServerProcess:
         db = database or tmp_path / "scheduler.db"
-        server = ServerProcess(
-            [
-                "--port",
-                "0",
-                "--data-dir",
-                str(tmp_path),
-                "--database-url",
-                f"sqlite:///{db}",
-                "--min-retry-interval",
-                "1",
-                *args,
-            ]
-        ).start()
-        servers.append(server)
-        return server
+        return emulators.start(tmp_path, "--min-retry-interval", "1", *args, database_url=f"sqlite:///{db}")
 
-    yield start_server
-    for server in servers:
-        server.stop()
-
-
-def _history(client: httpx.Client, names: Names, job: str) -> list[dict]:
-    response = client.get(names.job_path(job) + "/history", params=PARAMS)
-    assert response.status_code == 200, response.text
-    return [entry["properties"] for entry in response.json()["value"]]
+    return start_server
 
 
 def test_no_dispatcher_serves_the_api_but_fires_nothing(start, target: TargetServer) -> None:
@@ -82,12 +60,12 @@ def test_action_timeout_fails_a_slow_attempt(start, target: TargetServer) -> Non
                 "retryPolicy": {"retryType": "None"},
             },
         )
-        wait_until(lambda: len(_history(client, names, "slow")) == 1, 10, "the timed-out attempt")
-        entry = _history(client, names, "slow")[0]
+        wait_until(lambda: len(job_history(client, names, "slow")) == 1, 10, "the timed-out attempt")
+        entry = job_history(client, names, "slow")[0]
     assert entry["status"] == "Failed"
     assert "timed out" in entry["message"]
-    started = datetime.fromisoformat(entry["startTime"].replace("Z", "+00:00"))
-    ended = datetime.fromisoformat(entry["endTime"].replace("Z", "+00:00"))
+    started = parse(entry["startTime"])
+    ended = parse(entry["endTime"])
     assert timedelta(seconds=0.9) <= ended - started < timedelta(seconds=2.5)
 
 
@@ -110,7 +88,7 @@ def test_history_keeps_at_most_the_configured_entries(start, target: TargetServe
             20,
             "the job to fault",
         )
-        entries = _history(client, names, "noisy")
+        entries = job_history(client, names, "noisy")
         job = client.get(names.job_path("noisy"), params=PARAMS).json()
     assert len(target.requests("/fail")) == 6
     assert [e["retryCount"] for e in entries] == [5, 4, 3]  # the newest three
@@ -142,14 +120,14 @@ def test_old_history_and_finished_jobs_are_removed(start, target: TargetServer) 
             recurrence={"frequency": "Day"},
         )
         assert client.post(names.job_path("recurring") + "/run", params=PARAMS).status_code == 200
-        wait_until(lambda: len(_history(client, names, "recurring")) == 1, 10, "the manual run's history")
+        wait_until(lambda: len(job_history(client, names, "recurring")) == 1, 10, "the manual run's history")
         assert client.get(names.job_path("done"), params=PARAMS).json()["properties"]["state"] == "Completed"
         wait_until(
             lambda: client.get(names.job_path("done"), params=PARAMS).status_code == 404,
             15,
             "the completed job to be removed",
         )
-        wait_until(lambda: _history(client, names, "recurring") == [], 15, "the old history entry to be removed")
+        wait_until(lambda: job_history(client, names, "recurring") == [], 15, "the old history entry to be removed")
         job = client.get(names.job_path("recurring"), params=PARAMS)
     assert job.status_code == 200  # an active job is never removed
     assert job.json()["properties"]["status"]["executionCount"] == 1
@@ -199,8 +177,8 @@ def test_a_crashed_dispatchers_occurrence_is_taken_over_after_its_lease(start, t
     second = start("--lease-seconds", "2")
     arrivals = target.wait_for(2, 20, "/slow")
     with second.client() as client:
-        wait_until(lambda: len(_history(client, names, "inflight")) == 1, 15, "the resumed attempt's history")
-        entries = _history(client, names, "inflight")
+        wait_until(lambda: len(job_history(client, names, "inflight")) == 1, 15, "the resumed attempt's history")
+        entries = job_history(client, names, "inflight")
         job = client.get(names.job_path("inflight"), params=PARAMS).json()
     # At-least-once: the occurrence in flight at the crash runs again, with the same expected time.
     assert arrivals[0].expected_time == arrivals[1].expected_time
@@ -253,11 +231,11 @@ def test_changes_made_after_an_occurrence_was_claimed_ahead_still_apply(start, t
         )
         assert replaced.status_code == 200, replaced.text
         assert client.delete(names.job_path("deleted"), params=PARAMS).status_code == 200
-        wait_until(lambda: len(_history(client, names, "replaced")) == 1, 10, "the replaced job's fire")
-        wait_until(lambda: len(_history(client, names, "kept")) == 1, 10, "the kept job's fire")
+        wait_until(lambda: len(job_history(client, names, "replaced")) == 1, 10, "the replaced job's fire")
+        wait_until(lambda: len(job_history(client, names, "kept")) == 1, 10, "the kept job's fire")
         time.sleep(1)
         disabled = client.get(names.job_path("disabled"), params=PARAMS).json()["properties"]
-        disabled_history = _history(client, names, "disabled")
+        disabled_history = job_history(client, names, "disabled")
     assert [r.path for r in target.requests("/kept")] == ["/kept"]
     kept = target.requests("/kept")[0]
     assert due <= kept.wall < due + timedelta(seconds=1)  # claimed ahead, fired at its instant, not before
@@ -294,9 +272,9 @@ def test_a_stop_hands_back_occurrences_claimed_ahead(start, target: TargetServer
     with start("--claim-ahead", "0", database=database).client() as client:  # claims nothing ahead now
         status = client.get(names.job_path("pending"), params=PARAMS).json()["properties"]["status"]
         assert status["nextExecutionTime"] == start_time.replace("+00:00", "Z")  # handed back as never claimed
-        wait_until(lambda: len(_history(client, names, "pending")) == 1, 15, "the fire after the restart")
+        wait_until(lambda: len(job_history(client, names, "pending")) == 1, 15, "the fire after the restart")
         time.sleep(1)
-        history = _history(client, names, "pending")
+        history = job_history(client, names, "pending")
     arrivals = target.requests("/pending")
     assert len(arrivals) == 1 and arrivals[0].wall >= due
     assert [(e["status"], e["expectedExecutionTime"]) for e in history] == [

@@ -6,28 +6,22 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import API, Names, PostgresDatabase, ServerProcess, create_job, require_postgres, wait_until
+from conftest import API, EmulatorPool, Names, PostgresDatabase, ServerProcess, create_job, require_postgres, wait_until
 from target_server import TargetServer
 
 PARAMS = {"api-version": API}
 
 
 @pytest.fixture
-def start(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
-    servers: list[ServerProcess] = []
-
+def start(emulators: EmulatorPool, tmp_path: Path) -> Callable[..., ServerProcess]:
     def start_server(*args: str) -> ServerProcess:
-        server = ServerProcess(["--port", "0", "--data-dir", str(tmp_path), "--min-retry-interval", "1", *args]).start()
-        servers.append(server)
-        return server
+        return emulators.start(tmp_path, "--min-retry-interval", "1", *args)
 
-    yield start_server
-    for server in servers:
-        server.stop()
+    return start_server
 
 
 def _assert_clean_exit(server: ServerProcess) -> None:

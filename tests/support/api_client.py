@@ -24,6 +24,11 @@ def history_entries(client: httpx.Client, job_path: str, **params: str) -> list[
     return entries
 
 
+def job_history(client: httpx.Client, names: Names, job: str, **params: str) -> list[dict[str, Any]]:
+    """The ``properties`` of the job's history entries, newest first; asserts 200."""
+    return [entry["properties"] for entry in history_entries(client, names.job_path(job), **params)]
+
+
 def wait_history(
     client: httpx.Client,
     job_path: str,
@@ -119,7 +124,7 @@ class EmulatorApi:
     def history(self, names: Names, job: str, **params: str) -> list[dict[str, Any]]:
         """The job's history entries (their ``properties``), newest first."""
         assert self.http is not None, "the server is stopped"
-        return [e["properties"] for e in history_entries(self.http, names.job_path(job), **{"$top": "100", **params})]
+        return job_history(self.http, names, job, **{"$top": "100", **params})
 
     def wait_history(self, names: Names, job: str, count: int, timeout: float | None = None) -> list[dict[str, Any]]:
         """:meth:`history` once it has at least ``count`` entries."""
