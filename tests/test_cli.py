@@ -13,9 +13,7 @@ import httpx
 import pytest
 from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from support.certificates import self_signed, write_pem_files
 
 
 def free_port() -> int:
@@ -136,26 +134,8 @@ def test_https_generates_a_certificate_once_and_reuses_it(started, tmp_path: Pat
 
 
 def _write_certificate(directory: Path) -> tuple[Path, Path, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "operator-cert")])
-    now = datetime.now(UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=1))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "op-cert.pem", directory / "op-key.pem"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path, certificate
+    key, certificate = self_signed("operator-cert", dns_names=("localhost",))
+    return (*write_pem_files(directory, "op", key, certificate), certificate)
 
 
 def test_cert_and_key_serve_the_operators_certificate(started, tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ from typing import Any
 
 import httpx
 from conftest import API, TEST_SECRET_KEY, Backend, Names
+from conftest import create_job as put_new_job
 from sqlalchemy import select
+from support.times import iso_seconds as iso
 
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
@@ -122,10 +124,6 @@ def unchanged(http: httpx.Client, *paths: str) -> Iterator[list[tuple[int, Any]]
 
 
 # ------------------------------------------------------------------------------------------------ bodies
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def future(days: float = 7) -> str:
     """A start time well ahead, on a whole hour, so nothing fires while a test runs."""
     moment = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(days=days)
@@ -181,9 +179,10 @@ def create_collection(http: httpx.Client, names: Names, **kwargs: Any) -> dict[s
 
 
 def create_job(http: httpx.Client, names: Names, job: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    created = expect_ok(put(http, names.job_path(job), body or job_body()), 201)
-    assert isinstance(created, dict)
-    return created
+    """PUT ``body`` (``job_body()`` unless told) as a new job of an existing collection; asserts 201."""
+    body = body or job_body()
+    assert set(body) == {"properties"}, f"only properties go into a job body: {body}"
+    return put_new_job(http, names, job, ensure_collection=False, **body["properties"])
 
 
 def list_all(http: httpx.Client, path: str, **params: str) -> tuple[list[dict[str, Any]], list[str]]:

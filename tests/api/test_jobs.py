@@ -3,7 +3,6 @@ final states, PATCH as JSON merge, write-only secrets, echoing the client's valu
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 from datetime import UTC, datetime, timedelta
@@ -33,6 +32,9 @@ from api_support import (
     update_job_row,
 )
 from conftest import Names
+from support.certificates import pfx as pfx_base64
+from support.certificates import self_signed
+from support.certificates import thumbprint as sha1_thumbprint
 
 JOB_TYPE = "Microsoft.Scheduler/jobCollections/jobs"
 
@@ -771,29 +773,10 @@ def test_patch_with_authentication_null_removes_it(http, backend, collection):
 
 def _pfx(password: str) -> tuple[str, str]:
     """A base64 pfx with a self-signed certificate for CN=Scheduler Mgmt, and its SHA-1 thumbprint."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.hazmat.primitives.serialization import pkcs12
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Scheduler Mgmt")])
-    now = datetime.now(UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(days=1))
-        .not_valid_after(datetime(2040, 1, 1, tzinfo=UTC))
-        .sign(key, hashes.SHA256())
+    key, certificate = self_signed(
+        "Scheduler Mgmt", not_before=datetime.now(UTC) - timedelta(days=1), not_after=datetime(2040, 1, 1, tzinfo=UTC)
     )
-    data = pkcs12.serialize_key_and_certificates(
-        b"scheduler", key, certificate, None, serialization.BestAvailableEncryption(password.encode())
-    )
-    return base64.b64encode(data).decode(), certificate.fingerprint(hashes.SHA1()).hex().upper()
+    return pfx_base64(key, certificate, password, b"scheduler"), sha1_thumbprint(certificate)
 
 
 SECRETS = ("pw-basic-secret", "oauth-client-secret", "sb-secret-key-1", "sb-secret-key-2", "pfx-password-secret")

@@ -3,11 +3,9 @@ server that requires a client certificate, and ActiveDirectoryOAuth tokens from 
 
 from __future__ import annotations
 
-import base64
 import json
 import ssl
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -17,47 +15,12 @@ from urllib.parse import parse_qs
 
 import httpx
 import pytest
-from conftest import API, Names, ServerProcess
+from conftest import API, EmulatorPool, Names, ServerProcess, create_job
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.serialization import pkcs12
-from cryptography.x509.oid import NameOID
+from support.api_client import wait_history
+from support.certificates import pem, pfx, self_signed, write_pem_files
 from target_server import TargetServer
-
-
-def _certificate(common_name: str, ip: str | None = None) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = datetime.now(UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=1))
-        .not_valid_after(now + timedelta(days=2))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-    )
-    if ip:
-        import ipaddress
-
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]), critical=False
-        )
-    return key, builder.sign(key, hashes.SHA256())
-
-
-def _pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _pfx(key: ec.EllipticCurvePrivateKey, cert: x509.Certificate, password: str) -> str:
-    data = pkcs12.serialize_key_and_certificates(
-        b"client", key, cert, None, serialization.BestAvailableEncryption(password.encode())
-    )
-    return base64.b64encode(data).decode()
 
 
 @dataclass
@@ -69,19 +32,13 @@ class MutualTlsServer:
     subjects: list[str] = field(default_factory=list)
 
     def start(self) -> MutualTlsServer:
-        key, cert = _certificate("mutual-tls-target", ip="127.0.0.1")
+        key, cert = self_signed("mutual-tls-target", ip_addresses=("127.0.0.1",), ca=True)
         self.server_cert = cert
-        cert_path, key_path = self.directory / "target.pem", self.directory / "target.key"
-        cert_path.write_bytes(_pem(cert))
-        key_path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
-        )
+        cert_path, key_path = write_pem_files(self.directory, "target", key, cert)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_path, key_path)
         context.verify_mode = ssl.CERT_REQUIRED
-        context.load_verify_locations(cadata=_pem(self.trusted_client).decode())
+        context.load_verify_locations(cadata=pem(self.trusted_client).decode())
         subjects = self.subjects
 
         class Handler(BaseHTTPRequestHandler):
@@ -127,7 +84,7 @@ class MutualTlsServer:
 
 @pytest.fixture(scope="module")
 def client_cert() -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    return _certificate("Scheduler Client")
+    return self_signed("Scheduler Client", ca=True)
 
 
 @pytest.fixture(scope="module")
@@ -154,28 +111,19 @@ def emulator(
     """The emulator trusting the TLS target's certificate (SSL_CERT_FILE), with a local OAuth authority."""
     data = tmp_path_factory.mktemp("auth-data")
     bundle = data / "trusted.pem"
-    bundle.write_bytes(_pem(tls_target.server_cert))
-    process = ServerProcess(
-        [
-            "--port",
-            "0",
-            "--data-dir",
-            str(data),
-            "--database-url",
-            own_database,
-            "--log-level",
-            "warning",
+    bundle.write_bytes(pem(tls_target.server_cert))
+    with EmulatorPool() as pool:
+        yield pool.start(
+            data,
             "--min-retry-interval",
-            "1",
-            "--poll-interval",
             "1",
             "--oauth-authority",
             token_endpoint.base_url,
-        ],
-        env={"SSL_CERT_FILE": str(bundle)},
-    ).start()
-    yield process
-    process.stop()
+            database_url=own_database,
+            log_level="warning",
+            poll_interval=1,
+            env={"SSL_CERT_FILE": str(bundle)},
+        )
 
 
 def _collection(client: httpx.Client, names: Names) -> None:
@@ -196,20 +144,8 @@ def _job(
 ) -> None:
     action: dict = {"type": "Https" if request["uri"].startswith("https") else "Http", "request": request}
     action["retryPolicy"] = retry or {"retryType": "None"}
-    properties: dict = {"action": action}
-    if start is not None:
-        properties["startTime"] = start.isoformat()
-    response = client.put(names.job_path(job), params=API_PARAMS, json={"properties": properties})
-    assert response.status_code == 201, response.text
-
-
-def _history(client: httpx.Client, names: Names, job: str, count: int, timeout: float = 20) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while True:
-        entries = client.get(names.job_path(job) + "/history", params=API_PARAMS).json()["value"]
-        if len(entries) >= count or time.monotonic() > deadline:
-            return entries
-        time.sleep(0.2)
+    properties = {} if start is None else {"startTime": start.isoformat()}
+    create_job(client, names, job, action, **properties)
 
 
 def test_client_certificate_is_presented_to_a_server_that_requires_one(emulator, tls_target, client_cert) -> None:
@@ -227,12 +163,12 @@ def test_client_certificate_is_presented_to_a_server_that_requires_one(emulator,
                 "body": "x",
                 "authentication": {
                     "type": "ClientCertificate",
-                    "pfx": _pfx(key, cert, "pfx-pass"),
+                    "pfx": pfx(key, cert, "pfx-pass"),
                     "password": "pfx-pass",
                 },
             },
         )
-        entries = _history(client, names, "mtls", 1)
+        entries = wait_history(client, names.job_path("mtls"), 1, 20)
         job = client.get(names.job_path("mtls"), params=API_PARAMS).json()
     assert [e["properties"]["status"] for e in entries] == ["Completed"], entries
     assert "200" in entries[0]["properties"]["message"]
@@ -244,7 +180,7 @@ def test_client_certificate_is_presented_to_a_server_that_requires_one(emulator,
 
 def test_wrong_client_certificate_fails_the_attempt_and_history_says_why(emulator, tls_target) -> None:
     names = Names()
-    key, cert = _certificate("Somebody Else")
+    key, cert = self_signed("Somebody Else", ca=True)
     before = len(tls_target.subjects)
     with emulator.client() as client:
         _collection(client, names)
@@ -255,10 +191,10 @@ def test_wrong_client_certificate_fails_the_attempt_and_history_says_why(emulato
             {
                 "uri": tls_target.url,
                 "method": "POST",
-                "authentication": {"type": "ClientCertificate", "pfx": _pfx(key, cert, "pw"), "password": "pw"},
+                "authentication": {"type": "ClientCertificate", "pfx": pfx(key, cert, "pw"), "password": "pw"},
             },
         )
-        entries = _history(client, names, "wrong", 1)
+        entries = wait_history(client, names.job_path("wrong"), 1, 20)
         job = client.get(names.job_path("wrong"), params=API_PARAMS).json()
     assert len(entries) == 1
     entry = entries[0]["properties"]
@@ -285,10 +221,10 @@ def test_untrusted_server_certificate_is_refused(emulator, client_cert, tmp_path
                 {
                     "uri": untrusted.url,
                     "method": "POST",
-                    "authentication": {"type": "ClientCertificate", "pfx": _pfx(key, cert, "pw"), "password": "pw"},
+                    "authentication": {"type": "ClientCertificate", "pfx": pfx(key, cert, "pw"), "password": "pw"},
                 },
             )
-            entries = _history(client, names, "untrusted", 1)
+            entries = wait_history(client, names.job_path("untrusted"), 1, 20)
     finally:
         untrusted.stop()
     assert entries[0]["properties"]["status"] == "Failed"
@@ -368,7 +304,7 @@ def test_oauth_token_failure_is_a_failed_attempt(emulator, token_endpoint: Targe
                     },
                 },
             )
-            entries = _history(client, names, "denied", 1)
+            entries = wait_history(client, names.job_path("denied"), 1, 20)
     finally:
         target.stop()
     message = entries[0]["properties"]["message"]

@@ -7,7 +7,6 @@ nothing fires jobs yet."""
 
 from __future__ import annotations
 
-import base64
 import copy
 import gc
 from collections.abc import Iterator
@@ -45,11 +44,10 @@ from azure.mgmt.scheduler.models import (
 )
 from conftest import TEST_SECRET_KEY, Backend, Names, ServerProcess, unique
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.hazmat.primitives.serialization import pkcs12
-from cryptography.x509.oid import NameOID
 from sqlalchemy import func, select
+from support.certificates import pfx as pfx_base64
+from support.certificates import self_signed
+from support.certificates import thumbprint as sha1_thumbprint
 
 from scheduler_emulator.domain.history import history_id
 from scheduler_emulator.store import repository
@@ -154,29 +152,17 @@ class Pfx:
 
     @property
     def thumbprint(self) -> str:
-        return self.certificate.fingerprint(hashes.SHA1()).hex().upper()  # noqa: S324 - Windows thumbprint
+        return sha1_thumbprint(self.certificate)
 
 
 @pytest.fixture(scope="module")
 def pfx() -> Pfx:
     """A self-signed certificate for ``CN=Scheduler Mgmt`` with its key, as password-protected pfx."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Scheduler Mgmt")])
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(NOW - timedelta(days=1))
-        .not_valid_after(NOW + timedelta(days=400))
-        .sign(key, hashes.SHA256())
+    key, certificate = self_signed(
+        "Scheduler Mgmt", not_before=NOW - timedelta(days=1), not_after=NOW + timedelta(days=400), rsa_key=True
     )
     password = "pfx-Pa55word!"
-    data = pkcs12.serialize_key_and_certificates(
-        b"scheduler", key, certificate, None, serialization.BestAvailableEncryption(password.encode())
-    )
-    return Pfx(base64.b64encode(data).decode(), password, certificate)
+    return Pfx(pfx_base64(key, certificate, password, b"scheduler"), password, certificate)
 
 
 # --- history rows, written with the project's own store ------------------------------------------

@@ -34,7 +34,6 @@ from scheduler_emulator.dispatcher.actions.storage_queue import (
     redact,
 )
 
-
 ACTION_TIMEOUT = 10.0
 UNREACHABLE = "unreachable01"  # mapped to a loopback port where nothing listens
 ENVELOPE_HEAD = (

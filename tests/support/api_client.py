@@ -154,10 +154,20 @@ class EmulatorApi:
         )
 
 
-def create_job(client: httpx.Client, names: Names, job: str, action: dict[str, Any], **properties: object) -> None:
-    """PUT a job (creating its collection first when needed); asserts 201."""
+def create_job(
+    client: httpx.Client,
+    names: Names,
+    job: str,
+    action: dict[str, Any],
+    ensure_collection: bool = True,
+    **properties: object,
+) -> dict[str, Any]:
+    """PUT a job with this action and properties; asserts 201 and returns the created job. Its collection is
+    created first when missing, unless ``ensure_collection`` is False (then it must exist)."""
     params = {"api-version": API}
-    if client.get(names.collection_path, params=params).status_code == 404:
+    if ensure_collection and client.get(names.collection_path, params=params).status_code == 404:
         assert client.put(names.collection_path, params=params, json={"location": "westus"}).status_code == 201
     response = client.put(names.job_path(job), params=params, json={"properties": {"action": action, **properties}})
     assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
