@@ -43,70 +43,56 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     )
 
 
-@pytest.fixture
-def started(tmp_path: Path):  # type: ignore[no-untyped-def]
-    servers: list[ServerProcess] = []
-
-    def start(*args: str, env: dict[str, str] | None = None) -> ServerProcess:
-        server = ServerProcess(list(args), env=env or {}).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
-def test_host_flag_binds_the_given_interface(started, tmp_path: Path) -> None:
-    server = started("--host", "127.0.0.2", "--port", "0", "--data-dir", str(tmp_path))
+def test_host_flag_binds_the_given_interface(emulators, tmp_path: Path) -> None:
+    server = emulators.start(tmp_path, "--host", "127.0.0.2")
     assert server.url.startswith("http://127.0.0.2:")
     create_collection(server, Names())
 
 
-def test_default_host_is_loopback(started, tmp_path: Path) -> None:
-    server = started("--port", "0", "--data-dir", str(tmp_path))
+def test_default_host_is_loopback(emulators, tmp_path: Path) -> None:
+    server = emulators.start(tmp_path)
     assert server.url.startswith("http://127.0.0.1:")
 
 
-def test_port_flag_and_its_environment_variable(started, tmp_path: Path) -> None:
+def test_port_flag_and_its_environment_variable(emulators, tmp_path: Path) -> None:
     port = free_port()
-    server = started("--port", str(port), "--data-dir", str(tmp_path / "a"))
+    server = emulators.start(tmp_path / "a", port=port)
     assert server.url == f"http://127.0.0.1:{port}"
     env_port = free_port()
-    by_env = started("--data-dir", str(tmp_path / "b"), env={"SCHEDULER_PORT": str(env_port)})
+    by_env = emulators.start(tmp_path / "b", port=None, env={"SCHEDULER_PORT": str(env_port)})
     assert by_env.url == f"http://127.0.0.1:{env_port}"
 
 
-def test_data_dir_holds_the_sqlite_file_and_survives_a_restart(started, tmp_path: Path) -> None:
+def test_data_dir_holds_the_sqlite_file_and_survives_a_restart(emulators, tmp_path: Path) -> None:
     data_dir = tmp_path / "state"
     names = Names()
-    first = started("--port", "0", "--data-dir", str(data_dir))
+    first = emulators.start(data_dir)
     create_collection(first, names)
     assert (data_dir / "scheduler.db").is_file()
     first.stop()
-    second = started("--port", "0", "--data-dir", str(data_dir))
+    second = emulators.start(data_dir)
     assert collection_status(second, names) == 200
 
 
-def test_in_memory_keeps_nothing(started, tmp_path: Path) -> None:
+def test_in_memory_keeps_nothing(emulators, tmp_path: Path) -> None:
     names = Names()
-    first = started("--port", "0", "--in-memory", "--data-dir", str(tmp_path))
+    first = emulators.start(tmp_path, in_memory=True)
     create_collection(first, names)
     assert collection_status(first, names) == 200
     assert not (tmp_path / "scheduler.db").exists()
     first.stop()
-    second = started("--port", "0", "--in-memory", "--data-dir", str(tmp_path))
+    second = emulators.start(tmp_path, in_memory=True)
     assert collection_status(second, names) == 404
 
 
-def test_database_url_stores_in_postgresql(started, tmp_path: Path) -> None:
+def test_database_url_stores_in_postgresql(emulators, tmp_path: Path) -> None:
     require_postgres()
     import psycopg
 
     database = PostgresDatabase().create()
     try:
         names = Names()
-        server = started("--port", "0", "--data-dir", str(tmp_path), "--database-url", database.url)
+        server = emulators.start(tmp_path, database_url=database.url)
         create_collection(server, names)
         with psycopg.connect(database.url) as conn:
             stored = conn.execute("SELECT name FROM job_collections").fetchall()
@@ -117,8 +103,8 @@ def test_database_url_stores_in_postgresql(started, tmp_path: Path) -> None:
         database.drop()
 
 
-def test_https_generates_a_certificate_once_and_reuses_it(started, tmp_path: Path) -> None:
-    first = started("--port", "0", "--https", "--data-dir", str(tmp_path))
+def test_https_generates_a_certificate_once_and_reuses_it(emulators, tmp_path: Path) -> None:
+    first = emulators.start(tmp_path, https=True)
     assert first.url.startswith("https://127.0.0.1:")
     assert first.cert_path == (tmp_path / "tls" / "cert.pem").resolve()
     generated = first.cert_path.read_bytes()
@@ -128,7 +114,7 @@ def test_https_generates_a_certificate_once_and_reuses_it(started, tmp_path: Pat
             first.url + "/subscriptions/s/providers/Microsoft.Scheduler/jobCollections", params={"api-version": API}
         )
     first.stop()
-    second = started("--port", "0", "--https", "--data-dir", str(tmp_path))
+    second = emulators.start(tmp_path, https=True)
     assert second.cert_path is not None and second.cert_path.read_bytes() == generated
     create_collection(second, Names())
 
@@ -138,9 +124,9 @@ def _write_certificate(directory: Path) -> tuple[Path, Path, x509.Certificate]:
     return (*write_pem_files(directory, "op", key, certificate), certificate)
 
 
-def test_cert_and_key_serve_the_operators_certificate(started, tmp_path: Path) -> None:
+def test_cert_and_key_serve_the_operators_certificate(emulators, tmp_path: Path) -> None:
     cert_path, key_path, certificate = _write_certificate(tmp_path)
-    server = started("--port", "0", "--data-dir", str(tmp_path), "--cert", str(cert_path), "--key", str(key_path))
+    server = emulators.start(tmp_path, "--cert", str(cert_path), "--key", str(key_path))
     assert server.url.startswith("https://")
     host, port = server.url.removeprefix("https://").rsplit(":", 1)
     served = ssl.get_server_certificate((host, int(port)))
@@ -148,11 +134,11 @@ def test_cert_and_key_serve_the_operators_certificate(started, tmp_path: Path) -
     assert not (tmp_path / "tls").exists()  # no self-signed certificate was generated
 
 
-def test_log_level_controls_the_access_log(started, tmp_path: Path) -> None:
+def test_log_level_controls_the_access_log(emulators, tmp_path: Path) -> None:
     names = Names()
-    quiet = started("--port", "0", "--data-dir", str(tmp_path / "q"), "--log-level", "warning")
+    quiet = emulators.start(tmp_path / "q", log_level="warning")
     create_collection(quiet, names)
-    chatty = started("--port", "0", "--data-dir", str(tmp_path / "c"), "--log-level", "info")
+    chatty = emulators.start(tmp_path / "c", log_level="info")
     create_collection(chatty, names)
     quiet.stop()
     chatty.stop()
@@ -204,13 +190,13 @@ def _retry_intervals(server: ServerProcess, names: Names, agent: str) -> tuple[s
         # auto, the default (by User-Agent): tests/api/test_client_dialects.py.
     ],
 )
-def test_duration_format_flag_and_its_environment_variable(started, tmp_path: Path, how, agent, sent, read) -> None:
-    args, env = ["--port", "0", "--data-dir", str(tmp_path)], {}
+def test_duration_format_flag_and_its_environment_variable(emulators, tmp_path: Path, how, agent, sent, read) -> None:
+    args, env = [], {}
     if how.startswith("--"):
         args.append(how)
     else:
         env = dict([how.split("=", 1)])
-    server = started(*args, env=env)
+    server = emulators.start(tmp_path, *args, env=env)
     names = Names()
     create_collection(server, names)
     action = {

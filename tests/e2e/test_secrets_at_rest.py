@@ -8,45 +8,45 @@ from __future__ import annotations
 import base64
 import stat
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 import pytest
 from alembic import command
 from alembic.config import Config
 from conftest import (
     API,
+    EmulatorPool,
     Names,
     PostgresDatabase,
-    ServerProcess,
     create_job,
     require_postgres,
     unique,
-    wait_until,
 )
 from cryptography.fernet import Fernet
+from support.api_client import wait_history
+from support.certificates import pfx, self_signed
+from support.times import days_ahead
 from target_server import TargetServer
-from test_http_auth import _certificate, _pfx
 
 from scheduler_emulator.store.database import Database, migrations_dir
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
 
 PARAMS = {"api-version": API}
 # Far enough ahead that nothing fires unless asked.
-START = (datetime.now(UTC) + timedelta(days=30)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+START = days_ahead(30)
 
 
 def secrets_by_kind() -> dict[str, str]:
     """One distinct plaintext per kind of secret."""
-    key, cert = _certificate("At Rest")
+    key, cert = self_signed("At Rest", ca=True)
     tag = unique("")
     return {
         "basic password": f"basic-password-{tag}",
         "pfx password": f"pfx-password-{tag}",
-        "pfx": _pfx(key, cert, f"pfx-password-{tag}"),
+        "pfx": pfx(key, cert, f"pfx-password-{tag}"),
         "oauth secret": f"oauth-secret-{tag}",
         "queue sasKey": f"sb-queue-key-{tag}",
         "topic sasKey": f"sb-topic-key-{tag}",
@@ -139,20 +139,9 @@ def files_under(directory: Path) -> Iterator[Path]:
     return (path for path in directory.rglob("*") if path.is_file())
 
 
-def history(client: httpx.Client, names: Names, job: str, count: int) -> list[dict[str, Any]]:
-    path = names.job_path(job) + "/history"
-
-    def found() -> list[dict[str, Any]] | None:
-        entries = client.get(path, params=PARAMS).json()["value"]
-        return entries if len(entries) >= count else None
-
-    return wait_until(found, 30, f"{count} history entries of {job}")
-
-
-def test_no_secret_in_files_logs_or_responses(tmp_path: Path, target: TargetServer) -> None:
+def test_no_secret_in_files_logs_or_responses(emulators: EmulatorPool, tmp_path: Path, target: TargetServer) -> None:
     data_dir = tmp_path / "data"
-    args = ["--port", "0", "--https", "--data-dir", str(data_dir), "--log-level", "debug", "--poll-interval", "1"]
-    process = ServerProcess(args).start()
+    process = emulators.start(data_dir, https=True, log_level="debug", poll_interval=1)
     secret = secrets_by_kind()
     names = Names()
     try:
@@ -161,7 +150,7 @@ def test_no_secret_in_files_logs_or_responses(tmp_path: Path, target: TargetServ
                 create_job(client, names, name, action, startTime=START)
             # The Basic job runs once: its password goes on the wire to the target, and nowhere else.
             assert client.post(names.job_path("basic") + "/run", params=PARAMS).status_code == 200
-            [entry] = history(client, names, "basic", 1)
+            [entry] = wait_history(client, names.job_path("basic"), 1, 30)
             assert entry["properties"]["status"] == "Completed", entry
             received = target.wait_for(1, 10, "/hook")[0]
             assert received.header("authorization") == "Basic " + traces(secret)["basic header"].decode()
@@ -169,7 +158,7 @@ def test_no_secret_in_files_logs_or_responses(tmp_path: Path, target: TargetServ
             patched = client.patch(names.job_path("basic"), params=PARAMS, json={"properties": {"state": "Enabled"}})
             assert patched.status_code == 200, patched.text
             assert client.post(names.job_path("basic") + "/run", params=PARAMS).status_code == 200
-            history(client, names, "basic", 2)
+            wait_history(client, names.job_path("basic"), 2, 30)
             assert [r.header("authorization") for r in target.requests("/hook")] == [
                 received.header("authorization")
             ] * 2
@@ -194,7 +183,7 @@ def test_no_secret_in_files_logs_or_responses(tmp_path: Path, target: TargetServ
         assert_absent(secret, str(path), path.read_bytes())
 
 
-def test_data_directory_is_private(tmp_path: Path) -> None:
+def test_data_directory_is_private(emulators: EmulatorPool, tmp_path: Path) -> None:
     """Everything the service creates is 0600 (directories 0700); a directory an earlier version left
     readable is tightened at start."""
     data_dir = tmp_path / "data"
@@ -207,7 +196,7 @@ def test_data_directory_is_private(tmp_path: Path) -> None:
     theirs = data_dir / "notes.txt"  # not the service's: left alone
     theirs.write_text("x")
     theirs.chmod(0o644)
-    process = ServerProcess(["--port", "0", "--https", "--data-dir", str(data_dir)]).start()
+    process = emulators.start(data_dir, https=True)
     try:
         with process.client() as client:
             names = Names()
@@ -224,10 +213,11 @@ def test_data_directory_is_private(tmp_path: Path) -> None:
         assert stat.S_IMODE(path.stat().st_mode) == wanted, f"{path} is {oct(path.stat().st_mode)}"
 
 
-def test_wrong_key_refuses_to_start(tmp_path: Path) -> None:
+def test_wrong_key_refuses_to_start(emulators: EmulatorPool, tmp_path: Path) -> None:
     database = f"sqlite:///{tmp_path / 'db' / 'scheduler.db'}"
-    args = ["--port", "0", "--data-dir", str(tmp_path), "--database-url", database, "--no-dispatcher"]
-    first = ServerProcess(args, env={"SCHEDULER_SECRET_KEY": Fernet.generate_key().decode()}).start()
+    first = emulators.start(
+        tmp_path, "--no-dispatcher", database_url=database, env={"SCHEDULER_SECRET_KEY": Fernet.generate_key().decode()}
+    )
     try:
         with first.client() as client:
             create_job(
@@ -235,18 +225,22 @@ def test_wrong_key_refuses_to_start(tmp_path: Path) -> None:
             )
     finally:
         first.stop()
-    second = ServerProcess(args, env={"SCHEDULER_SECRET_KEY": Fernet.generate_key().decode()})
+    second = emulators.prepare(
+        tmp_path, "--no-dispatcher", database_url=database, env={"SCHEDULER_SECRET_KEY": Fernet.generate_key().decode()}
+    )
     with pytest.raises(RuntimeError, match="does not decrypt the secrets stored"):
         second.start()
     assert second.wait_exit() == 2
     # Without the environment variable the key file in the data directory is used: another key again.
-    third = ServerProcess(args)
+    third = emulators.prepare(tmp_path, "--no-dispatcher", database_url=database)
     with pytest.raises(RuntimeError, match="does not decrypt"):
         third.start()
     assert third.wait_exit() == 2
     # A key that is no key at all.
     (tmp_path / "bad.key").write_text("not-a-fernet-key")
-    fourth = ServerProcess([*args, "--secret-key-file", str(tmp_path / "bad.key")])
+    fourth = emulators.prepare(
+        tmp_path, "--no-dispatcher", "--secret-key-file", str(tmp_path / "bad.key"), database_url=database
+    )
     with pytest.raises(RuntimeError, match="not a valid key"):
         fourth.start()
     assert fourth.wait_exit() == 2
@@ -298,7 +292,7 @@ def _write_as_previous_version(url: str, secret: dict[str, str], target: str) ->
 
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
 def test_plaintext_secrets_of_an_earlier_version_are_encrypted_once(
-    store: str, tmp_path: Path, target: TargetServer
+    store: str, emulators: EmulatorPool, tmp_path: Path, target: TargetServer
 ) -> None:
     pg = None
     if store == "postgresql":
@@ -312,13 +306,12 @@ def test_plaintext_secrets_of_an_earlier_version_are_encrypted_once(
         names = _write_as_previous_version(url, secret, target.url("/migrated"))
         if store == "sqlite":  # the plaintext is really there before
             assert secret["basic password"].encode() in b"".join(p.read_bytes() for p in files_under(tmp_path / "data"))
-        args = ["--port", "0", "--data-dir", str(tmp_path / "data"), "--database-url", url, "--poll-interval", "1"]
         for attempt in (1, 2):  # the second start finds nothing to encrypt and changes nothing
-            process = ServerProcess(args).start()
+            process = emulators.start(tmp_path / "data", database_url=url, poll_interval=1)
             try:
                 with process.client() as client:
                     assert client.post(names.job_path("basic") + "/run", params=PARAMS).status_code == 200
-                    history(client, names, "basic", attempt)
+                    wait_history(client, names.job_path("basic"), attempt, 30)
             finally:
                 process.stop()
         expected = "Basic " + traces(secret)["basic header"].decode()
@@ -336,31 +329,27 @@ def test_plaintext_secrets_of_an_earlier_version_are_encrypted_once(
             pg.drop()
 
 
-def test_processes_sharing_postgresql_share_the_key(tmp_path: Path, target: TargetServer) -> None:
+def test_processes_sharing_postgresql_share_the_key(
+    emulators: EmulatorPool, tmp_path: Path, target: TargetServer
+) -> None:
     require_postgres()
     database = PostgresDatabase().create()
     key = Fernet.generate_key().decode()
-    common = ["--port", "0", "--database-url", database.url, "--poll-interval", "1"]
+    common = {"database_url": database.url, "poll_interval": 1}
     api = dispatcher = None
     try:
-        api = ServerProcess(
-            [*common, "--data-dir", str(tmp_path / "a"), "--no-dispatcher"], {"SCHEDULER_SECRET_KEY": key}
-        )
-        api.start()
-        dispatcher = ServerProcess(
-            [*common, "--data-dir", str(tmp_path / "b"), "--no-api"], {"SCHEDULER_SECRET_KEY": key}
-        )
-        dispatcher.start()
+        api = emulators.start(tmp_path / "a", "--no-dispatcher", env={"SCHEDULER_SECRET_KEY": key}, **common)
+        dispatcher = emulators.start(tmp_path / "b", "--no-api", env={"SCHEDULER_SECRET_KEY": key}, **common)
         secret = secrets_by_kind()
         names = Names()
         with api.client() as client:
             create_job(client, names, "basic", actions(secret, target.url("/shared"))["basic"])  # due now
-            [entry] = history(client, names, "basic", 1)
+            [entry] = wait_history(client, names.job_path("basic"), 1, 30)
         assert entry["properties"]["status"] == "Completed", entry
         [received] = target.requests("/shared")
         assert received.header("authorization") == "Basic " + traces(secret)["basic header"].decode()
         # A third process with its own key (its data directory's key file) refuses to start.
-        stranger = ServerProcess([*common, "--data-dir", str(tmp_path / "c"), "--no-dispatcher"])
+        stranger = emulators.prepare(tmp_path / "c", "--no-dispatcher", **common)
         with pytest.raises(RuntimeError, match="every process sharing a database must use the same key"):
             stranger.start()
         assert stranger.wait_exit() == 2

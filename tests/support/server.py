@@ -103,12 +103,14 @@ def emulator_command(
     database_url: str | None = None,
     in_memory: bool = False,
     https: bool = False,
-    port: int = 0,
+    port: int | None = 0,
     log_level: str | None = None,
     poll_interval: float | None = None,
 ) -> list[str]:
-    """The emulator's arguments: a port (0: any free one), the data directory, the store, then ``extra_args``."""
-    args = ["--port", str(port), "--data-dir", str(data_dir)]
+    """The emulator's arguments: a port (0: any free one; None: none given), the data directory, the store,
+    then ``extra_args``."""
+    args = [] if port is None else ["--port", str(port)]
+    args += ["--data-dir", str(data_dir)]
     if https:
         args.append("--https")
     if in_memory:
