@@ -11,10 +11,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import API, IN_CI, Names, PostgresDatabase, ServerProcess, require_postgres
+from conftest import API, IN_CI, EmulatorPool, Names, PostgresDatabase, ServerProcess, require_postgres
 from sqlalchemy import func, select
+from support.store_rows import collection_row, job_row
 from target_server import TargetServer
 
 from scheduler_emulator.store.database import Database
@@ -33,33 +35,13 @@ def postgres() -> Iterator[PostgresDatabase]:
 
 
 @pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
-    started: list[ServerProcess] = []
-
+def processes(emulators: EmulatorPool, tmp_path: Path) -> Callable[..., ServerProcess]:
     def start(database_url: str, *args: str) -> ServerProcess:
-        server = ServerProcess(
-            [
-                "--port",
-                "0",
-                "--data-dir",
-                str(tmp_path),
-                "--database-url",
-                database_url,
-                "--log-level",
-                "warning",
-                "--poll-interval",
-                "1",
-                "--lease-seconds",
-                "3",
-                *args,
-            ]
-        ).start()
-        started.append(server)
-        return server
+        return emulators.start(
+            tmp_path, "--lease-seconds", "3", *args, database_url=database_url, log_level="warning", poll_interval=1
+        )
 
-    yield start
-    for server in started:
-        server.stop()
+    return start
 
 
 def insert_due_jobs(
@@ -73,49 +55,33 @@ def insert_due_jobs(
         with database.session() as session:
             collection = session.scalar(select(JobCollectionRow).where(JobCollectionRow.name == names.collection))
             if collection is None:
-                collection = JobCollectionRow(
-                    subscription_id=names.subscription,
-                    subscription_key=names.subscription.lower(),
-                    resource_group=names.resource_group,
-                    resource_group_key=names.resource_group.lower(),
-                    name=names.collection,
-                    name_key=names.collection.lower(),
-                    location="West US",
-                    properties={"sku": {"name": "P20Premium"}},
-                    sku="P20Premium",
-                    state="Enabled",
-                    created_at=now,
-                    updated_at=now,
-                )
+                collection = collection_row(names, now, "West US", "P20Premium")
                 session.add(collection)
                 session.flush()
             rows = []
             for index in range(count):
                 due = first + timedelta(seconds=window * index / count)
                 name = f"{prefix}{index}"
+                definition = {
+                    "startTime": due.isoformat(),
+                    "action": {
+                        "type": "Http",
+                        "request": {"uri": f"{uri}/{name}", "method": "GET"},
+                        "retryPolicy": {"retryType": "None"},
+                    },
+                }
                 rows.append(
-                    JobRow(
-                        collection_id=collection.id,
-                        name=name,
-                        name_key=name.lower(),
-                        definition={
-                            "startTime": due.isoformat(),
-                            "action": {
-                                "type": "Http",
-                                "request": {"uri": f"{uri}/{name}", "method": "GET"},
-                                "retryPolicy": {"retryType": "None"},
-                            },
-                        },
-                        state="Enabled",
-                        series_origin=now,
+                    job_row(
+                        collection,
+                        name,
+                        definition,
+                        now,
                         next_execution_time=due,
                         version=1,
                         repeat_count=0,
                         execution_count=0,
                         failure_count=0,
                         faulted_count=0,
-                        created_at=now,
-                        updated_at=now,
                     )
                 )
             session.add_all(rows)
@@ -279,26 +245,18 @@ def test_a_postgresql_restart_mid_run_is_survived(postgres, processes, target) -
     assert len(fired) == 200 and max(fired.values()) == 1
 
 
-def test_an_api_process_wakes_dispatcher_processes_through_listen_notify(postgres, tmp_path, target) -> None:
+def test_an_api_process_wakes_dispatcher_processes_through_listen_notify(postgres, emulators, tmp_path, target) -> None:
     """A job created through an API-only process fires at once from a dispatcher-only process that
     would otherwise not look for work for 60 s: the wake-up crossed processes (NOTIFY)."""
-    started: list[ServerProcess] = []
-    try:
-        common = ["--port", "0", "--data-dir", str(tmp_path), "--database-url", postgres.url, "--log-level", "warning"]
-        api = ServerProcess([*common, "--no-dispatcher"]).start()
-        started.append(api)
-        started.append(ServerProcess([*common, "--no-api", "--poll-interval", "60"]).start())
-        time.sleep(2)  # the dispatcher has registered, found nothing due, and sleeps for a minute
-        names = Names()
-        with api.client() as client:
-            assert client.put(names.collection_path, params=PARAMS, json={"location": "westus"}).status_code == 201
-            body = {
-                "properties": {"action": {"type": "Http", "request": {"uri": target.url("/notify"), "method": "GET"}}}
-            }
-            assert client.put(names.job_path("now"), params=PARAMS, json=body).status_code == 201
-            created = time.monotonic()
-            target.wait_for(1, 10, "/notify")
-            assert time.monotonic() - created < 5
-    finally:
-        for server in started:
-            server.stop()
+    common: dict[str, Any] = {"database_url": postgres.url, "log_level": "warning"}
+    api = emulators.start(tmp_path, "--no-dispatcher", **common)
+    emulators.start(tmp_path, "--no-api", poll_interval=60, **common)
+    time.sleep(2)  # the dispatcher has registered, found nothing due, and sleeps for a minute
+    names = Names()
+    with api.client() as client:
+        assert client.put(names.collection_path, params=PARAMS, json={"location": "westus"}).status_code == 201
+        body = {"properties": {"action": {"type": "Http", "request": {"uri": target.url("/notify"), "method": "GET"}}}}
+        assert client.put(names.job_path("now"), params=PARAMS, json=body).status_code == 201
+        created = time.monotonic()
+        target.wait_for(1, 10, "/notify")
+        assert time.monotonic() - created < 5

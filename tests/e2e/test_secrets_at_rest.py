@@ -28,11 +28,11 @@ from conftest import (
 from cryptography.fernet import Fernet
 from support.api_client import wait_history
 from support.certificates import pfx, self_signed
+from support.store_rows import collection_row, job_row
 from support.times import days_ahead
 from target_server import TargetServer
 
 from scheduler_emulator.store.database import Database, migrations_dir
-from scheduler_emulator.store.models import JobCollectionRow, JobRow
 
 PARAMS = {"api-version": API}
 # Far enough ahead that nothing fires unless asked.
@@ -257,35 +257,11 @@ def _write_as_previous_version(url: str, secret: dict[str, str], target: str) ->
     names = Names()
     now = datetime.now(UTC)
     with database.session() as session:
-        collection = JobCollectionRow(
-            subscription_id=names.subscription,
-            subscription_key=names.subscription.lower(),
-            resource_group=names.resource_group,
-            resource_group_key=names.resource_group.lower(),
-            name=names.collection,
-            name_key=names.collection.lower(),
-            location="westus",
-            properties={"sku": {"name": "Standard"}, "state": "Enabled"},
-            sku="Standard",
-            state="Enabled",
-            created_at=now,
-            updated_at=now,
-        )
+        collection = collection_row(names, now, "westus", "Standard", state="Enabled")
         session.add(collection)
         session.flush()
         for name, action in actions(secret, target).items():
-            session.add(
-                JobRow(
-                    collection_id=collection.id,
-                    name=name,
-                    name_key=name,
-                    definition={"startTime": START, "action": action, "state": "Enabled"},
-                    state="Enabled",
-                    series_origin=now,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
+            session.add(job_row(collection, name, {"startTime": START, "action": action, "state": "Enabled"}, now))
     database.dispose()
     return names
 
