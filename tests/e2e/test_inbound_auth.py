@@ -10,8 +10,6 @@ import base64
 import hashlib
 import hmac
 import json
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,7 +24,7 @@ from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError
 from azure.mgmt.scheduler import SchedulerManagementClient
 from azure.mgmt.scheduler.models import JobCollectionDefinition, JobCollectionProperties, Sku
-from conftest import API, Names, ServerProcess
+from conftest import API, EmulatorPool, Names, ServerProcess
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
@@ -148,14 +146,15 @@ def jwt_server(
         path = tmp_path_factory.mktemp("jwks") / "jwks.json"
         path.write_text(json.dumps(keys.jwks))
         source = str(path)
-    data_dir = tmp_path_factory.mktemp("data")
-    args = ["--port", "0", "--https", "--in-memory", "--no-dispatcher", "--data-dir", str(data_dir)]
-    args += ["--auth-jwks", source, "--auth-audience", AUDIENCE, "--auth-issuer", ISSUER]
-    process = ServerProcess(args).start()
     try:
-        yield process
+        with EmulatorPool() as pool:
+            yield pool.start(
+                tmp_path_factory.mktemp("data"),
+                *("--no-dispatcher", "--auth-jwks", source, "--auth-audience", AUDIENCE, "--auth-issuer", ISSUER),
+                https=True,
+                in_memory=True,
+            )
     finally:
-        process.stop()
         if jwks_server is not None:
             jwks_server.stop()
 
@@ -163,13 +162,14 @@ def jwt_server(
 @pytest.fixture(scope="module")
 def token_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """An HTTPS emulator requiring one shared token, given in the environment."""
-    data_dir = tmp_path_factory.mktemp("data")
-    args = ["--port", "0", "--https", "--in-memory", "--no-dispatcher", "--data-dir", str(data_dir)]
-    process = ServerProcess(args, env={"SCHEDULER_AUTH_TOKEN": "s3cret-token"}).start()
-    try:
-        yield process
-    finally:
-        process.stop()
+    with EmulatorPool() as pool:
+        yield pool.start(
+            tmp_path_factory.mktemp("data"),
+            "--no-dispatcher",
+            https=True,
+            in_memory=True,
+            env={"SCHEDULER_AUTH_TOKEN": "s3cret-token"},
+        )
 
 
 def _collection(names: Names) -> str:
@@ -207,8 +207,8 @@ def test_health_stays_open_and_reports_the_mode(token_server: ServerProcess) -> 
         assert health.json()["auth"] == "token"
 
 
-def test_default_mode_accepts_anything_and_says_so(tmp_path: Path) -> None:
-    process = ServerProcess(["--port", "0", "--in-memory", "--no-dispatcher", "--data-dir", str(tmp_path)]).start()
+def test_default_mode_accepts_anything_and_says_so(emulators: EmulatorPool, tmp_path: Path) -> None:
+    process = emulators.start(tmp_path, "--no-dispatcher", in_memory=True)
     try:
         with process.client() as client:
             assert client.get("/_emulator/health").json()["auth"] == "none"
@@ -220,22 +220,13 @@ def test_default_mode_accepts_anything_and_says_so(tmp_path: Path) -> None:
         process.stop()
 
 
-def test_binding_a_non_loopback_address_without_auth_warns(tmp_path: Path) -> None:
+def test_binding_a_non_loopback_address_without_auth_warns(emulators: EmulatorPool, tmp_path: Path) -> None:
     """Run in a network namespace with only a loopback interface, so 0.0.0.0 reaches nothing outside."""
-    command = ["unshare", "-rn", sys.executable, "-m", "scheduler_emulator", "--host", "0.0.0.0", "--port", "0"]
-    command += ["--in-memory", "--no-dispatcher", "--data-dir", str(tmp_path)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:  # bounded: the process prints "Listening" or exits
-            lines.append(line)
-            if "Listening on" in line:
-                break
-    finally:
-        process.terminate()
-        process.wait(15)
-    output = "".join(lines)
+    process = emulators.prepare(tmp_path, "--host", "0.0.0.0", "--no-dispatcher", in_memory=True)
+    process.launcher = ["unshare", "-rn"]
+    process.start()  # RuntimeError with the output unless it prints "Listening on"
+    process.stop()
+    output = process.log
     assert "Listening on" in output, output
     assert "WARNING: listening on 0.0.0.0" in output and "--auth-token" in output
 
@@ -335,10 +326,10 @@ def test_sdk_with_a_jwt(jwt_server: ServerProcess, keys: Keys) -> None:
         )
 
 
-def test_unreadable_jwks_file_stops_start(tmp_path: Path) -> None:
+def test_unreadable_jwks_file_stops_start(emulators: EmulatorPool, tmp_path: Path) -> None:
     (tmp_path / "jwks.json").write_text("not json")
-    args = ["--port", "0", "--in-memory", "--data-dir", str(tmp_path), "--auth-jwks", str(tmp_path / "jwks.json")]
-    process = ServerProcess([*args, "--auth-audience", AUDIENCE])
+    args = ["--auth-jwks", str(tmp_path / "jwks.json"), "--auth-audience", AUDIENCE]
+    process = emulators.prepare(tmp_path, *args, in_memory=True)
     with pytest.raises(RuntimeError, match="cannot read a JWKS"):
         process.start()
     assert process.wait_exit() == 2
@@ -347,9 +338,10 @@ def test_unreadable_jwks_file_stops_start(tmp_path: Path) -> None:
 # --- the Host guard -------------------------------------------------------------------------------
 
 
-def test_host_guard_on_loopback(tmp_path: Path) -> None:
-    args = ["--port", "0", "--in-memory", "--no-dispatcher", "--data-dir", str(tmp_path)]
-    process = ServerProcess([*args, "--allowed-hosts", "scheduler.test, Other.Test"]).start()
+def test_host_guard_on_loopback(emulators: EmulatorPool, tmp_path: Path) -> None:
+    process = emulators.start(
+        tmp_path, "--no-dispatcher", "--allowed-hosts", "scheduler.test, Other.Test", in_memory=True
+    )
     try:
         port = process.url.rsplit(":", 1)[1]
         with process.client() as client:

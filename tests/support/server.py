@@ -29,12 +29,13 @@ class ServerProcess:
     output: list[str] = field(default_factory=list)
     url: str = ""
     cert_path: Path | None = None
+    launcher: list[str] = field(default_factory=list)  # a command to run it under, e.g. ``unshare -rn``
 
     def start(self, timeout: float = 30) -> ServerProcess:
         """Start the process and return once it listens; RuntimeError (with its log) when it does not."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "scheduler_emulator", *self.args],
+            [*self.launcher, sys.executable, "-m", "scheduler_emulator", *self.args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
