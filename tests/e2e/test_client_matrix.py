@@ -36,8 +36,10 @@ from typing import Any
 import httpx
 import pytest
 from azurite import missing
-from conftest import API, ServerProcess, unique, wait_until
+from conftest import API, EmulatorPool, ServerProcess, unique, wait_until
 from sdk_envs import REPO, sdk_pythons
+from support.times import iso_seconds as iso
+from support.times import parse
 from target_server import TargetServer
 
 SDKS = ("2.0.0", "1.1.3", "1.1.2", "7.0.0")
@@ -77,10 +79,6 @@ SENT_FORMAT.update({writer: ISO if fmt == "iso" else TIMESPAN for writer, (fmt, 
 
 START = (datetime.now(UTC) + timedelta(days=30)).replace(minute=0, second=0, microsecond=0)
 END = START + timedelta(days=270)
-
-
-def iso(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def job_specs(target: str) -> dict[str, dict[str, Any]]:
@@ -180,7 +178,7 @@ def raw_neutral(value: Any, key: str = "") -> Any:
     if key in ("retry_interval", "time_to_live"):
         return SECONDS_OF.get(value, value)
     if key in DATES and isinstance(value, str):
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        return parse(value).timestamp()
     return value
 
 
@@ -206,7 +204,7 @@ def expected(value: Any, key: str = "") -> Any:
     if isinstance(value, list):
         return [expected(item, key) for item in value]
     if key in DATES:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        return parse(value).timestamp()
     return value
 
 
@@ -276,13 +274,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     """An emulator over HTTPS with a recording target for the jobs' actions. One store (SQLite): what is
     tested here sits above the store, whose own suites run on both backends."""
     target = TargetServer().start()
-    server = ServerProcess(
-        ["--port", "0", "--https", "--data-dir", str(tmp_path_factory.mktemp("matrix")), "--log-level", "warning"]
-    ).start()
     try:
-        yield World(server, target)
+        with EmulatorPool() as pool:
+            yield World(pool.start(tmp_path_factory.mktemp("matrix"), https=True, log_level="warning"), target)
     finally:
-        server.stop()
         target.stop()
 
 

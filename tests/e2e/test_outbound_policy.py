@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import API, Names, ServerProcess, create_job, unique, wait_until
+from conftest import API, EmulatorPool, Names, ServerProcess, create_job, unique, wait_until
 from target_server import TargetServer
 
 PARAMS = {"api-version": API}
@@ -27,13 +27,13 @@ DENY = "127.0.0.1/32, ::1/128, 127.0.0.2/32"
 
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    data_dir = tmp_path_factory.mktemp("data")
-    args = ["--port", "0", "--in-memory", "--data-dir", str(data_dir), "--poll-interval", "1"]
-    process = ServerProcess([*args, "--action-timeout", "5", "--outbound-deny", DENY]).start()
-    try:
-        yield process
-    finally:
-        process.stop()
+    with EmulatorPool() as pool:
+        yield pool.start(
+            tmp_path_factory.mktemp("data"),
+            *("--action-timeout", "5", "--outbound-deny", DENY),
+            in_memory=True,
+            poll_interval=1,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -166,11 +166,10 @@ def test_cross_origin_redirect_drops_the_jobs_headers_and_credentials(
     assert landed.method == "POST" and landed.text == "payload"  # 307 keeps method and body
 
 
-def test_oauth_token_endpoint_is_checked(tmp_path: Path, denied: TargetServer) -> None:
+def test_oauth_token_endpoint_is_checked(emulators: EmulatorPool, tmp_path: Path, denied: TargetServer) -> None:
     """An ActiveDirectoryOAuth action whose token endpoint is denied fails without contacting it."""
-    args = ["--port", "0", "--in-memory", "--data-dir", str(tmp_path), "--poll-interval", "1"]
-    args += ["--outbound-deny", "127.0.0.2/32", "--oauth-authority", denied.base_url]
-    process = ServerProcess(args).start()
+    args = ["--outbound-deny", "127.0.0.2/32", "--oauth-authority", denied.base_url]
+    process = emulators.start(tmp_path, *args, in_memory=True, poll_interval=1)
     try:
         with process.client() as http:
             auth = {"type": "ActiveDirectoryOAuth", "tenant": "t", "audience": "a", "clientId": "c", "secret": "s"}
@@ -181,19 +180,16 @@ def test_oauth_token_endpoint_is_checked(tmp_path: Path, denied: TargetServer) -
     assert denied.requests() == []
 
 
-def test_metadata_address_is_denied_by_default(tmp_path: Path) -> None:
+def test_metadata_address_is_denied_by_default(emulators: EmulatorPool, tmp_path: Path) -> None:
     """With no flags, a job aimed at 169.254.169.254 fails as blocked by the policy. The API runs here,
     the dispatcher in a network namespace with only loopback (both on one SQLite file), so even a broken
     policy could not send a packet off this machine."""
     database = f"sqlite:///{tmp_path / 'scheduler.db'}"
-    common = ["--port", "0", "--data-dir", str(tmp_path), "--database-url", database, "--poll-interval", "1"]
-    api = ServerProcess([*common, "--no-dispatcher"]).start()
-    isolated = "ip link set lo up && exec " + " ".join(
-        [sys.executable, "-m", "scheduler_emulator", *common, "--no-api"]
-    )
-    dispatcher = subprocess.Popen(
-        ["unshare", "-rn", "sh", "-c", isolated], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    api = emulators.start(tmp_path, "--no-dispatcher", database_url=database, poll_interval=1)
+    dispatcher = emulators.prepare(tmp_path, "--no-api", database_url=database, poll_interval=1)
+    # sh brings the namespace's loopback up, then becomes the emulator ("$0" "$@": the command line).
+    dispatcher.launcher = ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$0" "$@"']
+    dispatcher.start()
     try:
         with api.client() as http:
             entry = fire(
@@ -204,16 +200,17 @@ def test_metadata_address_is_denied_by_default(tmp_path: Path) -> None:
             entry = fire(http, "http://[fd00:ec2::254]/latest/meta-data/")
             _blocked(entry)
     finally:
-        dispatcher.terminate()
-        dispatcher.wait(15)
+        dispatcher.stop()
         api.stop()
 
 
-def test_allow_list_means_only_these(tmp_path: Path, targets: Callable[[str], TargetServer]) -> None:
+def test_allow_list_means_only_these(
+    emulators: EmulatorPool, tmp_path: Path, targets: Callable[[str], TargetServer]
+) -> None:
     """``--outbound-allow`` alone decides (``--outbound-deny none`` clears the default list)."""
     inside, outside = targets("127.0.0.3"), targets("127.0.0.1")
-    args = ["--port", "0", "--in-memory", "--data-dir", str(tmp_path), "--poll-interval", "1"]
-    process = ServerProcess([*args, "--outbound-deny", "none", "--outbound-allow", "127.0.0.3/32"]).start()
+    args = ["--outbound-deny", "none", "--outbound-allow", "127.0.0.3/32"]
+    process = emulators.start(tmp_path, *args, in_memory=True, poll_interval=1)
     try:
         with process.client() as http:
             assert fire(http, inside.url("/in"))["status"] == "Completed"
