@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
+from support.times import parse
+
 
 @dataclass(frozen=True)
 class Received:
@@ -39,7 +41,7 @@ class Received:
         """``x-ms-scheduler-expected-execution-time`` as an aware datetime."""
         value = self.header("x-ms-scheduler-expected-execution-time")
         assert value, f"no x-ms-scheduler-expected-execution-time header on {self.method} {self.path}"
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parse(value)
 
     @property
     def lateness(self) -> float:

@@ -14,6 +14,7 @@ import pytest
 from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres
 from cryptography import x509
 from support.certificates import self_signed, write_pem_files
+from support.times import iso_seconds
 
 
 def free_port() -> int:
@@ -204,7 +205,7 @@ def test_duration_format_flag_and_its_environment_variable(emulators, tmp_path: 
         "request": {"uri": "http://127.0.0.1:9/x", "method": "GET"},
         "retryPolicy": {"retryType": "Fixed", "retryInterval": sent, "retryCount": 1},
     }
-    start = (datetime.now(UTC) + timedelta(days=7)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    start = iso_seconds(datetime.now(UTC) + timedelta(days=7))
     with server.client(headers={"user-agent": agent}) as client:
         body = {"properties": {"startTime": start, "action": action}}
         response = client.put(names.job_path("job"), params={"api-version": API}, json=body)

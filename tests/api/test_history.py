@@ -19,6 +19,7 @@ from api_support import (
     unchanged,
 )
 from sqlalchemy import func, select
+from support.times import iso_seconds
 
 from scheduler_emulator.domain.history import history_id
 from scheduler_emulator.store import dispatching, repository
@@ -87,8 +88,8 @@ def test_history_entry_shape(http, names, job):
         "type": HISTORY_TYPE,
         "name": f"{names.collection}/job/{history}",
         "properties": {
-            "startTime": moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "endTime": (moment + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "startTime": iso_seconds(moment),
+            "endTime": iso_seconds(moment + timedelta(seconds=2)),
             "expectedExecutionTime": (moment - timedelta(milliseconds=500)).isoformat().replace("+00:00", "Z"),
             "actionName": "MainAction",
             "status": "Completed",

@@ -16,6 +16,7 @@ from itertools import takewhile
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import times
 
 from scheduler_emulator.domain.recurrence import (
     Frequency,
@@ -38,7 +39,7 @@ def at(text: str) -> datetime:
 
 def iso(moment: datetime) -> str:
     assert moment.utcoffset() == timedelta(0)
-    return moment.isoformat().replace("+00:00", "Z")
+    return times.iso(moment)
 
 
 def first(
