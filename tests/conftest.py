@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import httpx
@@ -27,6 +28,7 @@ __all__ = [
     "ServerProcess",
     "create_job",
     "emulator_command",
+    "fresh_database",
     "require_postgres",
     "unique",
     "wait_until",
@@ -82,32 +84,34 @@ class Backend:
     database_url: str
 
 
-@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
-def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
-    """Each store the API tests run on."""
-    if request.param == "sqlite":
-        yield Backend("sqlite", f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'scheduler.db'}")
+@contextmanager
+def fresh_database(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a new, empty store of this kind: ``sqlite`` (a file in a new directory) or ``postgresql``
+    (a database on the test server, dropped on leaving; skipped or failed as ``require_postgres`` says)."""
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'scheduler.db'}"
         return
     require_postgres()
     database = PostgresDatabase().create()
     try:
-        yield Backend("postgresql", database.url)
+        yield database.url
     finally:
         database.drop()
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    """Each store the API tests run on."""
+    with fresh_database(request.param, tmp_path_factory) as url:
+        yield Backend(request.param, url)
 
 
 @pytest.fixture(scope="module")
 def own_database(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A fresh database of the backend's kind for a module that starts its own emulator: the session
     ``server`` runs a dispatcher too, and must not see (and fire) that module's jobs."""
-    if backend.name == "sqlite":
-        yield f"sqlite:///{tmp_path_factory.mktemp('own-sqlite') / 'scheduler.db'}"
-        return
-    database = PostgresDatabase().create()
-    try:
-        yield database.url
-    finally:
-        database.drop()
+    with fresh_database(backend.name, tmp_path_factory) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

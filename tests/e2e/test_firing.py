@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Names, PostgresDatabase, require_postgres, unique, wait_until
+from conftest import Names, fresh_database, unique, wait_until
 from sqlalchemy import select
-from support.api_client import EmulatorApi
+from support.api_client import QUICK_DISPATCH, EmulatorApi
 from support.times import iso, parse, utcnow, whole_seconds_from_now
 from target_server import Received, TargetServer
 
@@ -52,14 +52,7 @@ class Emulator(EmulatorApi):
 
     def __init__(self, backend: str, database_url: str, data_dir: Path) -> None:
         super().__init__(
-            data_dir,
-            "--min-retry-interval",
-            "1",
-            "--action-timeout",
-            str(ACTION_TIMEOUT),
-            database_url=database_url,
-            log_level="info",
-            poll_interval=1,
+            data_dir, database_url=database_url, log_level="info", **QUICK_DISPATCH, action_timeout=ACTION_TIMEOUT
         )
         self.backend = backend
         self.database_url = database_url
@@ -114,23 +107,15 @@ def target() -> Iterator[TargetServer]:
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def emulator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
-    database = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('firing-sqlite') / 'scheduler.db'}"
-    else:
-        require_postgres()
-        database = PostgresDatabase().create()
-        url = database.url
-    emulator = Emulator(request.param, url, tmp_path_factory.mktemp("firing-data"))
-    started = time.monotonic()
-    emulator.start()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
-        print(f"\n[{request.param}] firing suite ran {time.monotonic() - started:.1f} s on this backend")
-        if database is not None:
-            database.drop()
+    with fresh_database(request.param, tmp_path_factory) as url:
+        emulator = Emulator(request.param, url, tmp_path_factory.mktemp("firing-data"))
+        started = time.monotonic()
+        emulator.start()
+        try:
+            yield emulator
+        finally:
+            emulator.stop()
+            print(f"\n[{request.param}] firing suite ran {time.monotonic() - started:.1f} s on this backend")
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from amqp_peer import AmqpPeer
 from conftest import Names, unique, wait_until
-from support.api_client import EmulatorApi
+from support.api_client import QUICK_DISPATCH, EmulatorApi
 from support.times import days_ahead, parse
 
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
@@ -41,17 +41,14 @@ class Emulator(EmulatorApi):
     def __init__(self, database_url: str, data_dir: Path, peer: AmqpPeer) -> None:
         super().__init__(
             data_dir,
-            "--min-retry-interval",
-            "1",
-            "--action-timeout",
-            str(ACTION_TIMEOUT),
             "--servicebus-endpoint",
             f"ns-one={peer.url}",
             "--servicebus-endpoint",
             f"ns-two=127.0.0.1:{peer.port}",
             database_url=database_url,
             log_level="info",
-            poll_interval=1,
+            **QUICK_DISPATCH,
+            action_timeout=ACTION_TIMEOUT,
         )
 
     def history(self, names: Names, job: str, **params: str) -> list[dict[str, Any]]:

@@ -22,8 +22,8 @@ from urllib.parse import parse_qs
 
 import pytest
 from azurite import ACCOUNT, Azurite, closed_port, start_azurite
-from conftest import Names, PostgresDatabase, require_postgres, unique
-from support.api_client import EmulatorApi
+from conftest import Names, fresh_database, unique
+from support.api_client import QUICK_DISPATCH, EmulatorApi
 from support.times import iso, parse, utcnow, whole_seconds_from_now
 
 from scheduler_emulator.dispatcher.actions import FireContext
@@ -155,17 +155,14 @@ class Emulator(EmulatorApi):
     def __init__(self, backend: str, database_url: str, data_dir: Path, azurite: Azurite, dead_port: int) -> None:
         super().__init__(
             data_dir,
-            "--min-retry-interval",
-            "1",
-            "--action-timeout",
-            str(ACTION_TIMEOUT),
             "--storage-endpoint",
             f"{ACCOUNT}={azurite.endpoint}",
             "--storage-endpoint",
             f"{UNREACHABLE}=http://127.0.0.1:{dead_port}/{UNREACHABLE}",
             database_url=database_url,
             log_level="info",
-            poll_interval=1,
+            **QUICK_DISPATCH,
+            action_timeout=ACTION_TIMEOUT,
         )
         self.backend = backend
         self.dead_port = dead_port
@@ -185,23 +182,15 @@ def azurite() -> Iterator[Azurite]:
 def emulator(
     request: pytest.FixtureRequest, azurite: Azurite, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Emulator]:
-    database = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('queue-sqlite') / 'scheduler.db'}"
-    else:
-        require_postgres()
-        database = PostgresDatabase().create()
-        url = database.url
     dead_port = closed_port()
-    started = time.monotonic()
-    emulator = Emulator(request.param, url, tmp_path_factory.mktemp("queue-data"), azurite, dead_port).start()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
-        print(f"\n[{request.param}] storage queue suite ran {time.monotonic() - started:.1f} s on this backend")
-        if database is not None:
-            database.drop()
+    with fresh_database(request.param, tmp_path_factory) as url:
+        started = time.monotonic()
+        emulator = Emulator(request.param, url, tmp_path_factory.mktemp("queue-data"), azurite, dead_port).start()
+        try:
+            yield emulator
+        finally:
+            emulator.stop()
+            print(f"\n[{request.param}] storage queue suite ran {time.monotonic() - started:.1f} s on this backend")
 
 
 def new_queue(azurite: Azurite) -> str:

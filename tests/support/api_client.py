@@ -14,6 +14,8 @@ from support.server import ServerProcess, emulator_command
 from support.waiting import wait_until
 
 API = "2016-03-01"
+# For suites that watch jobs fire: the store polled every second, retry intervals of a second allowed.
+QUICK_DISPATCH: dict[str, Any] = {"poll_interval": 1, "min_retry_interval": 1}
 
 
 def history_entries(client: httpx.Client, job_path: str, **params: str) -> list[dict[str, Any]]:

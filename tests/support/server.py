@@ -107,6 +107,8 @@ def emulator_command(
     port: int | None = 0,
     log_level: str | None = None,
     poll_interval: float | None = None,
+    min_retry_interval: float | None = None,
+    action_timeout: float | None = None,
 ) -> list[str]:
     """The emulator's arguments: a port (0: any free one; None: none given), the data directory, the store,
     then ``extra_args``."""
@@ -120,8 +122,13 @@ def emulator_command(
         args += ["--database-url", database_url]
     if log_level is not None:
         args += ["--log-level", log_level]
-    if poll_interval is not None:
-        args += ["--poll-interval", f"{poll_interval:g}"]
+    for flag, seconds in (
+        ("--poll-interval", poll_interval),
+        ("--min-retry-interval", min_retry_interval),
+        ("--action-timeout", action_timeout),
+    ):
+        if seconds is not None:
+            args += [flag, f"{seconds:g}"]
     return [*args, *extra_args]
 
 
