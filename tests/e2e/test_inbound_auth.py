@@ -22,11 +22,11 @@ import jwt
 import pytest
 from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError
-from azure.mgmt.scheduler import SchedulerManagementClient
 from azure.mgmt.scheduler.models import JobCollectionDefinition, JobCollectionProperties, Sku
 from conftest import API, EmulatorPool, Names, ServerProcess
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from support.sdk import scheduler_sdk
 
 AUDIENCE = "https://management.core.windows.net/"
 ISSUER = "https://sts.windows.net/00000000-0000-0000-0000-000000000000/"
@@ -244,13 +244,7 @@ def test_sdk_works_with_a_credential_returning_the_token(token_server: ServerPro
         location="westus", properties=JobCollectionProperties(sku=Sku(name="Standard"))
     )
     for token, works in (("wrong", False), ("s3cret-token", True)):
-        with SchedulerManagementClient(
-            credential=TokenCredential(token),
-            subscription_id=names.subscription,
-            base_url=token_server.url,
-            connection_verify=str(token_server.cert_path),
-            retry_total=0,
-        ) as sdk:
+        with scheduler_sdk(token_server, TokenCredential(token), names.subscription) as sdk:
             if works:
                 created = sdk.job_collections.create_or_update(names.resource_group, names.collection, definition)
                 assert created.name == names.collection
@@ -310,13 +304,7 @@ def test_sdk_with_a_jwt(jwt_server: ServerProcess, keys: Keys) -> None:
             return AccessToken(keys.good(), int(time.time()) + 3600)
 
     names = Names()
-    with SchedulerManagementClient(
-        credential=JwtCredential(),
-        subscription_id=names.subscription,
-        base_url=jwt_server.url,
-        connection_verify=str(jwt_server.cert_path),
-        retry_total=0,
-    ) as sdk:
+    with scheduler_sdk(jwt_server, JwtCredential(), names.subscription) as sdk:
         definition = JobCollectionDefinition(
             location="westus", properties=JobCollectionProperties(sku=Sku(name="Free"))
         )

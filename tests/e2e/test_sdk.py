@@ -48,6 +48,7 @@ from sqlalchemy import func, select
 from support.certificates import pfx as pfx_base64
 from support.certificates import self_signed
 from support.certificates import thumbprint as sha1_thumbprint
+from support.sdk import scheduler_sdk
 
 from scheduler_emulator.domain.history import history_id
 from scheduler_emulator.store import repository
@@ -77,13 +78,7 @@ class FakeCredential:
 
 @pytest.fixture
 def client(server: ServerProcess, names: Names) -> Iterator[SchedulerManagementClient]:
-    with SchedulerManagementClient(
-        credential=FakeCredential(),
-        subscription_id=names.subscription,
-        base_url=server.url,
-        connection_verify=str(server.cert_path),
-        retry_total=0,
-    ) as sdk:
+    with scheduler_sdk(server, FakeCredential(), names.subscription) as sdk:
         yield sdk
     # Responses kept alive by reference cycles (an exception caught by pytest.raises holds its response)
     # keep their sockets open after the client closed its pool; release them now, not at some later GC.
