@@ -29,6 +29,7 @@ from azure.storage.queue import (
     generate_account_sas,
     generate_queue_sas,
 )
+from support.server import stop_process
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 REPO = Path(__file__).resolve().parents[1]
@@ -78,13 +79,7 @@ class Azurite:
         return "\n".join(self.output)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        stop_process(self.process, 10)
         shutil.rmtree(self.workspace, ignore_errors=True)
 
     # -- the SDK, with the account key -----------------------------------------------------------------

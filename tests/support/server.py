@@ -19,6 +19,17 @@ from typing import Any
 import httpx
 
 
+def stop_process(process: subprocess.Popen[Any], grace: float) -> None:
+    """Terminate ``process`` and wait for it; kill it when it has not ended after ``grace`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
 @dataclass
 class ServerProcess:
     """``scheduler-emulator`` started as a separate process; its output is collected for assertions."""
@@ -72,13 +83,8 @@ class ServerProcess:
 
     def stop(self) -> None:
         """Terminate the process (kill it if it will not end); harmless when it is not running."""
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        if self.process:
+            stop_process(self.process, 15)
 
     @property
     def log(self) -> str:
