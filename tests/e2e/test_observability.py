@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import API, EmulatorPool, Names, PostgresDatabase, ServerProcess, create_job, require_postgres, wait_until
+from support.api_client import history_entries
 from target_server import TargetServer
 
 PARAMS = {"api-version": API}
@@ -168,7 +169,7 @@ def test_shutdown_lets_an_attempt_in_flight_finish(start, target: TargetServer) 
     _assert_clean_exit(server)
     restarted = start()
     with restarted.client() as client:
-        entries = client.get(names.job_path("inflight") + "/history", params=PARAMS).json()["value"]
+        entries = history_entries(client, names.job_path("inflight"))
         job = client.get(names.job_path("inflight"), params=PARAMS).json()
     assert [e["properties"]["status"] for e in entries] == ["Completed"]
     assert job["properties"]["state"] == "Completed"

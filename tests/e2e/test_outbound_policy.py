@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import API, EmulatorPool, Names, ServerProcess, create_job, unique, wait_until
+from support.api_client import history_entries
 from target_server import TargetServer
 
 PARAMS = {"api-version": API}
@@ -88,7 +89,7 @@ def fire(client: httpx.Client, uri: str, **request: Any) -> dict[str, Any]:
         state = client.get(names.job_path(job), params=PARAMS).json()["properties"]["state"]
         if state not in ("Completed", "Faulted"):
             return None
-        entries = client.get(names.job_path(job) + "/history", params=PARAMS).json()["value"]
+        entries = history_entries(client, names.job_path(job))
         return entries[0]["properties"] if entries else None
 
     return wait_until(finished, 30, f"job {job} to finish")
