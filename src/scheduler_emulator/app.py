@@ -51,6 +51,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.clock = clock or Clock()
     app.state.metrics = Metrics()
+    app.state.heavy_work = emulator.HeavyWork(settings.max_heavy_requests)
     if settings.api:
         app.include_router(job_collections.router)
         app.include_router(jobs.router)
@@ -58,5 +59,5 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.include_router(emulator.router)
     app.include_router(emulator.metrics_router)
     install_error_handlers(app)
-    app.add_middleware(ArmPipeline)
+    app.add_middleware(ArmPipeline, max_body_bytes=settings.max_body_bytes)
     return app

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -10,6 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 from sqlalchemy import text
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from scheduler_emulator import __version__
 from scheduler_emulator.api import errors
@@ -35,18 +39,80 @@ class PreviewIn(WireModel):
     count: int = Field(10, ge=1, le=MAX_PREVIEW)
 
 
+PREVIEW_BUDGET_SECONDS = 1.0
+
+
+class PreviewBudgetExceeded(Exception):
+    """The preview took more compute than ``PREVIEW_BUDGET_SECONDS``."""
+
+
+def _preview(timing: rec.Timing, moment: datetime, count: int) -> tuple[list[datetime], bool]:
+    """Up to ``count`` occurrences, stopping once the compute budget is spent (runs on a worker thread)."""
+    deadline = time.monotonic() + PREVIEW_BUDGET_SECONDS
+    found: list[datetime] = []
+    for occurrence in rec.occurrences(timing, moment):
+        if len(found) == count:
+            return found, False
+        found.append(occurrence)
+        if time.monotonic() > deadline:
+            raise PreviewBudgetExceeded
+    return found, True
+
+
 @router.post("/recurrence/preview")
 async def preview_recurrence(request: Request) -> Response:
-    """What a schedule would do: its first ``count`` occurrences from ``now``, the dispatcher's own code path."""
+    """What a schedule would do: its first ``count`` occurrences from ``now``, the dispatcher's own code path.
+
+    The walk runs on a worker thread with a compute budget, at most ``--max-heavy-requests`` at once
+    (429 beyond), so that previews cannot stall the API or the dispatcher (SPEC §8)."""
     spec = validated(PreviewIn, await json_object(request))
     moment = spec.now or now(request)
     timing = timing_of(spec.start_time, spec.recurrence)
-    if timing.start_time is not None and timing.start_time > moment + HORIZON:
+    try:
+        too_late = timing.start_time is not None and timing.start_time > moment + HORIZON
+    except OverflowError:
+        raise errors.from_field_error(FieldError("now", "is too close to year 9999")) from None
+    if too_late:
         raise errors.from_field_error(FieldError("startTime", "is more than 18 months in the future"))
     if timing.recurrence is not None and timing.recurrence.end_time is not None and timing.recurrence.end_time < moment:
         raise errors.from_field_error(FieldError("recurrence.endTime", "is in the past"))
-    found, complete = rec.first_occurrences(timing, moment, spec.count)
+    limiter: HeavyWork = request.app.state.heavy_work
+    async with limiter.slot():
+        try:
+            found, complete = await run_in_threadpool(_preview, timing, moment, spec.count)
+        except PreviewBudgetExceeded:
+            raise errors.bad_request(
+                f"The preview needs more than {PREVIEW_BUDGET_SECONDS:g} s of computation; ask for a smaller count "
+                "or a simpler schedule.",
+                "count",
+            ) from None
+        except OverflowError:
+            raise errors.from_field_error(FieldError("now", "leads the schedule beyond year 9999")) from None
     return JSONResponse({"occurrences": [isoformat_z(t) for t in found], "complete": complete})
+
+
+class HeavyWork:
+    """At most ``limit`` CPU-heavy requests at once; the next is refused with 429 rather than queued."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.running = 0
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold one of the slots for the block; 429 ``TooManyRequests`` with ``Retry-After`` if none is free."""
+        if self.running >= self.limit:
+            raise errors.ArmError(
+                429,
+                "TooManyRequests",
+                f"{self.limit} CPU-heavy requests are already being computed; retry shortly.",
+                headers={"Retry-After": "1"},
+            )
+        self.running += 1
+        try:
+            yield
+        finally:
+            self.running -= 1
 
 
 @router.get("/health")

@@ -17,12 +17,15 @@ ACCEPTED_API_VERSIONS = ("2016-03-01", "2016-01-01", "2014-08-01-preview")
 class ArmError(Exception):
     """An error response. Raise it anywhere below the API layer's handlers."""
 
-    def __init__(self, status: int, code: str, message: str, target: str | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, target: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.target = target
+        self.headers = headers
 
     def body(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -31,7 +34,7 @@ class ArmError(Exception):
         return {"error": error}
 
     def response(self, headers: dict[str, str] | None = None) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status, headers=headers)
+        return JSONResponse(self.body(), status_code=self.status, headers={**(self.headers or {}), **(headers or {})})
 
 
 def missing_api_version() -> ArmError:
