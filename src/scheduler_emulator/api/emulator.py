@@ -69,10 +69,10 @@ async def preview_recurrence(request: Request) -> Response:
     moment = spec.now or now(request)
     timing = timing_of(spec.start_time, spec.recurrence)
     try:
-        too_late = timing.start_time is not None and timing.start_time > moment + HORIZON
-    except OverflowError:
-        raise errors.from_field_error(FieldError("now", "is too close to year 9999")) from None
-    if too_late:
+        horizon = moment + HORIZON
+    except OverflowError:  # the 18-month window a job may look ahead must fit in years 1-9999
+        raise errors.from_field_error(FieldError("now", "is less than 18 months before the end of year 9999")) from None
+    if timing.start_time is not None and timing.start_time > horizon:
         raise errors.from_field_error(FieldError("startTime", "is more than 18 months in the future"))
     if timing.recurrence is not None and timing.recurrence.end_time is not None and timing.recurrence.end_time < moment:
         raise errors.from_field_error(FieldError("recurrence.endTime", "is in the past"))

@@ -65,6 +65,13 @@ def _actions(properties: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
+def _member(node: Any, *keys: str) -> Any:
+    """``node[k1][k2]...`` or None where a level is missing or not an object (the body is not validated yet)."""
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
 def keep_omitted_secrets(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
     """Write-only secrets the client did not repeat are kept from the stored definition (same kind only),
     so a GET-modify-PUT round trip does not lose them."""
@@ -74,8 +81,8 @@ def keep_omitted_secrets(new: dict[str, Any], old: dict[str, Any]) -> dict[str, 
         previous = old_actions.get(path)
         if previous is None:
             continue
-        new_auth = (action.get("request") or {}).get("authentication")
-        old_auth = (previous.get("request") or {}).get("authentication")
+        new_auth = _member(action, "request", "authentication")
+        old_auth = _member(previous, "request", "authentication")
         if (
             isinstance(new_auth, dict)
             and isinstance(old_auth, dict)
@@ -85,8 +92,8 @@ def keep_omitted_secrets(new: dict[str, Any], old: dict[str, Any]) -> dict[str, 
                 if secret not in new_auth and secret in old_auth:
                     new_auth[secret] = old_auth[secret]
         for payload in ("serviceBusQueueMessage", "serviceBusTopicMessage"):
-            new_sb = (action.get(payload) or {}).get("authentication")
-            old_sb = (previous.get(payload) or {}).get("authentication")
+            new_sb = _member(action, payload, "authentication")
+            old_sb = _member(previous, payload, "authentication")
             if isinstance(new_sb, dict) and isinstance(old_sb, dict) and "sasKey" not in new_sb and "sasKey" in old_sb:
                 new_sb["sasKey"] = old_sb["sasKey"]
     return result
