@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from scheduler_emulator import __version__
 from scheduler_emulator.api import emulator, history, job_collections, jobs
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
+from scheduler_emulator.api.preview import HeavyWork
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.loop import Dispatcher
@@ -39,6 +40,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
                 await dispatcher.stop(settings.shutdown_grace)
                 await actions.close()
             database.dispose()
+            app.state.heavy_work.close()
 
     app = FastAPI(
         title="Azure Scheduler emulator",
@@ -51,7 +53,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.clock = clock or Clock()
     app.state.metrics = Metrics()
-    app.state.heavy_work = emulator.HeavyWork(settings.max_heavy_requests)
+    app.state.heavy_work = HeavyWork(settings.max_heavy_requests)
     if settings.api:
         app.include_router(job_collections.router)
         app.include_router(jobs.router)

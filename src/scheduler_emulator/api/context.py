@@ -30,9 +30,13 @@ M = TypeVar("M", bound=BaseModel)
 
 
 async def json_object(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object read with the strict reader (schemas.strict_json):
-    InvalidRequestContent for malformed JSON, BadRequest naming the field for values no store can hold,
-    413 once more than ``--max-body-bytes`` have arrived (counted while reading, never buffered first)."""
+    """The request body as a JSON object read with the strict reader (see ``parse_json_object``)."""
+    return parse_json_object(await read_body(request))
+
+
+async def read_body(request: Request) -> bytes:
+    """The request body; 413 once more than ``--max-body-bytes`` have arrived (counted while reading,
+    never buffered whole first)."""
     limit = max_body_bytes(request)
     chunks: list[bytes] = []
     size = 0
@@ -41,7 +45,12 @@ async def json_object(request: Request) -> dict[str, Any]:
         if size > limit:
             raise errors.request_too_large("request body", limit, size)
         chunks.append(chunk)
-    raw = b"".join(chunks)
+    return b"".join(chunks)
+
+
+def parse_json_object(raw: bytes) -> dict[str, Any]:
+    """``raw`` as a JSON object read with the strict reader (schemas.strict_json): InvalidRequestContent
+    for malformed JSON, BadRequest naming the field for values no store can hold."""
     if not raw.strip():
         raise errors.invalid_request_content("the request body is empty; a JSON object is expected")
     try:
