@@ -505,7 +505,6 @@ def _content_type_cases() -> list[dict[str, Any]]:
         "form": "application/x-www-form-urlencoded",
         "multipart": "multipart/form-data; boundary=x",
         "xml": "application/xml",
-        "text-json": "text/json",
         "json-suffix-typo": "application/jsonx",
         "empty": "",
         "garbage": "\u00ff\u00fe",

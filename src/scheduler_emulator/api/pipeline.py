@@ -41,7 +41,8 @@ MAX_URL_LENGTH = 2048
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
 # Path prefixes whose handlers read other media types (classic routes add theirs here).
 ANY_CONTENT_TYPE: tuple[str, ...] = ()
-_JSON_TYPE = re.compile(r"^(application/json|[\w.+-]+/[\w.-]+\+json)$", re.IGNORECASE)
+# text/json too: the official 2016-03-01 spec lists it under "consumes" (and no browser form sends it).
+_JSON_TYPE = re.compile(r"^(application/json|text/json|[\w.+-]+/[\w.-]+\+json)$", re.IGNORECASE)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 # Subscriptions and resource groups exist implicitly; Azure allows parentheses in resource group names.
 _SCOPE_NAME = re.compile(r"^[A-Za-z0-9_(][A-Za-z0-9_.()-]{0,99}$")
