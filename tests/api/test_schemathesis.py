@@ -95,7 +95,7 @@ def test_generated_requests_never_get_a_server_error(server: ServerProcess):
                 suppress_health_check=list(HealthCheck),
             )
             @given(case=strategy)
-            def run(case: Any) -> None:
+            def run(case: Any, params: dict[str, str] = params) -> None:
                 nonlocal sent, in_calls
                 began = time.perf_counter()
                 response = case.call(base_url=server.url, session=session, timeout=30, verify=session.verify)
