@@ -195,3 +195,24 @@ def test_a_body_less_post_may_omit_the_content_type(http, names):
     response = http.post(names.job_path("victim") + "/run", params={"api-version": API})
     assert "content-type" not in response.request.headers
     assert response.status_code == 200, response.text
+
+
+def test_a_chunked_body_over_the_cap_is_refused_while_read(http, names):
+    """No Content-Length to refuse up front: the body is counted as it arrives (64 KiB by default)."""
+    create_collection(http, names)
+
+    def chunks():
+        yield b'{"location": "westus", "tags": {"t": "'
+        for _ in range(80):  # 80 KiB in all
+            yield b"x" * 1024
+        yield b'"}}'
+
+    with unchanged(http, names.collection_path):
+        response = http.put(
+            names.collection_path,
+            params={"api-version": API},
+            content=chunks(),
+            headers={"content-type": "application/json"},
+        )
+        assert "content-length" not in response.request.headers
+        assert_arm_error(response, 413, "RequestEntityTooLarge")
