@@ -11,6 +11,7 @@ from scheduler_emulator import __version__
 from scheduler_emulator.api import emulator, history, job_collections, jobs
 from scheduler_emulator.api.access import Authenticator, HostGuard
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
+from scheduler_emulator.api.preview import HeavyWork
 from scheduler_emulator.at_rest import secret_key
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
@@ -45,6 +46,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
                 await dispatcher.stop(settings.shutdown_grace)
                 await actions.close()
             database.dispose()
+            app.state.heavy_work.close()
 
     app = FastAPI(
         title="Azure Scheduler emulator",
@@ -57,6 +59,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.clock = clock or Clock()
     app.state.metrics = Metrics()
+    app.state.heavy_work = HeavyWork(settings.max_heavy_requests)
     if settings.api:
         app.include_router(job_collections.router)
         app.include_router(jobs.router)
@@ -64,5 +67,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.include_router(emulator.router)
     app.include_router(emulator.metrics_router)
     install_error_handlers(app)
-    app.add_middleware(ArmPipeline, hosts=HostGuard(settings), auth=Authenticator(settings))
+    app.add_middleware(
+        ArmPipeline, hosts=HostGuard(settings), auth=Authenticator(settings), max_body_bytes=settings.max_body_bytes
+    )
     return app

@@ -11,6 +11,7 @@ from scheduler_emulator.api.access import is_loopback
 from scheduler_emulator.app import create_app
 from scheduler_emulator.at_rest import make_files_private, secret_key, secure_data_dir
 from scheduler_emulator.config import ConfigError, Settings, settings_from_args
+from scheduler_emulator.connections import guarded_protocol
 from scheduler_emulator.logs import configure_logging
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.secrets import SecretBox, SecretKeyMismatch
@@ -86,6 +87,12 @@ def serve(settings: Settings) -> None:
         log_level=settings.log_level,
         log_config=None,
         timeout_graceful_shutdown=int(settings.shutdown_grace) + 5,
+        # Connection protection (SPEC §8): uvicorn's idle keep-alive timeout, plus our h11 protocol for
+        # head/body deadlines, the head size cap and the connection cap (see connections.py). h11's own
+        # incomplete-event limit sits above ours so that an oversize head gets our 431, not its 400.
+        http=guarded_protocol(settings),
+        timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type]
+        h11_max_incomplete_event_size=4 * settings.max_head_bytes,
         **ssl,  # type: ignore[arg-type]
     )
     server = uvicorn.Server(config)

@@ -123,6 +123,26 @@ class Settings(BaseSettings):
         "header while the service listens on loopback, comma-separated (DNS-rebinding guard).",
     )
 
+    max_body_bytes: int = Field(
+        64 * 1024, ge=1024, description="Largest request body in bytes (413 beyond; counted while it is read)."
+    )
+    max_head_bytes: int = Field(
+        16 * 1024, ge=1024, description="Largest request head (request line and headers) in bytes (431 beyond)."
+    )
+    head_timeout: float = Field(
+        10.0, gt=0, description="Seconds a client has to send a whole request head before it is disconnected."
+    )
+    body_timeout: float = Field(
+        30.0, gt=0, description="Seconds a client has to send a whole request body before it is disconnected."
+    )
+    keep_alive_timeout: float = Field(5.0, gt=0, description="Seconds an idle keep-alive connection is kept open.")
+    max_connections: int = Field(
+        1000, ge=1, description="Most open client connections; beyond it new ones are closed at once (not queued)."
+    )
+    max_heavy_requests: int = Field(
+        2, ge=1, description="Most CPU-heavy requests (recurrence previews) computed at once; 429 beyond."
+    )
+
     @model_validator(mode="after")
     def _check_combination(self) -> Settings:
         if self.in_memory and self.database_url:
@@ -252,6 +272,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--history-max-age-days", type=float, help=describe("history_max_age_days"))
     parser.add_argument("--finished-job-retention-days", type=float, help=describe("finished_job_retention_days"))
     parser.add_argument("--housekeeping-interval", type=float, help=describe("housekeeping_interval"))
+    for name in (
+        "max_body_bytes",
+        "max_head_bytes",
+        "head_timeout",
+        "body_timeout",
+        "keep_alive_timeout",
+        "max_connections",
+        "max_heavy_requests",
+    ):
+        kind = int if fields[name].annotation is int else float
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, help=describe(name))
     parser.add_argument(
         "--storage-endpoint",
         action="append",

@@ -25,15 +25,30 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
+# Control characters (CR and LF above all) in logged values would let a client forge log lines.
+_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F)} | {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control characters written as escapes (``\\n``, ``\\x1b``), on one line."""
+    return text.translate(_ESCAPES)
+
+
 class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        # The message and its arguments (client values among them) are escaped; a traceback, added by
+        # format() after this, keeps its lines.
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
         fields = getattr(record, "fields", None)
         if fields:
-            text += " " + " ".join(f"{key}={value}" for key, value in fields.items())
+            text += " " + " ".join(f"{key}={escape_controls(str(value))}" for key, value in fields.items())
         return text
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -16,9 +15,10 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from scheduler_emulator.api import errors
-from scheduler_emulator.api.pipeline import MAX_BODY_BYTES
+from scheduler_emulator.api.pipeline import DEFAULT_MAX_BODY_BYTES
 from scheduler_emulator.domain.clock import Clock
 from scheduler_emulator.domain.errors import Conflict, FieldError
+from scheduler_emulator.schemas import strict_json
 from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
@@ -30,27 +30,46 @@ M = TypeVar("M", bound=BaseModel)
 
 
 async def json_object(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object; InvalidRequestContent otherwise."""
-    # The pipeline refuses a declared Content-Length over the limit; a chunked body is counted as it arrives.
+    """The request body as a JSON object read with the strict reader (see ``parse_json_object``)."""
+    return parse_json_object(await read_body(request))
+
+
+async def read_body(request: Request) -> bytes:
+    """The request body; 413 once more than ``--max-body-bytes`` have arrived (counted while reading,
+    never buffered whole first)."""
+    limit = max_body_bytes(request)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise errors.request_too_large("request body", MAX_BODY_BYTES, size)
+        if size > limit:
+            raise errors.request_too_large("request body", limit, size)
         chunks.append(chunk)
-    raw = b"".join(chunks)
+    return b"".join(chunks)
+
+
+def parse_json_object(raw: bytes) -> dict[str, Any]:
+    """``raw`` as a JSON object read with the strict reader (schemas.strict_json): InvalidRequestContent
+    for malformed JSON, BadRequest naming the field for values no store can hold."""
     if not raw.strip():
         raise errors.invalid_request_content("the request body is empty; a JSON object is expected")
     try:
-        body = json.loads(raw)
-    except UnicodeDecodeError:
-        raise errors.invalid_request_content("the body is not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise errors.invalid_request_content(f"{exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+        body = strict_json.loads(raw)
+    except strict_json.InvalidContent as exc:
+        raise errors.invalid_request_content(str(exc)) from None
     if not isinstance(body, dict):
         raise errors.invalid_request_content("the body must be a JSON object")
+    try:
+        strict_json.check_values(body)
+    except FieldError as exc:
+        raise errors.from_field_error(exc) from None
     return body
+
+
+def max_body_bytes(request: Request) -> int:
+    """The operator's request body cap (``--max-body-bytes``)."""
+    settings = getattr(request.app.state, "settings", None)
+    return int(getattr(settings, "max_body_bytes", DEFAULT_MAX_BODY_BYTES))
 
 
 def validated(model: type[M], body: dict[str, Any]) -> M:

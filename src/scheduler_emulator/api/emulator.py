@@ -7,46 +7,30 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import Field
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from scheduler_emulator import __version__
 from scheduler_emulator.api import errors
-from scheduler_emulator.api.context import in_session, json_object, now, validated
-from scheduler_emulator.domain import recurrence as rec
-from scheduler_emulator.domain.clock import isoformat_z
-from scheduler_emulator.domain.errors import FieldError
-from scheduler_emulator.domain.job_rules import HORIZON
-from scheduler_emulator.schemas.common import DateTime, WireModel
-from scheduler_emulator.schemas.job import Recurrence, timing_of
+from scheduler_emulator.api.context import in_session, now, read_body
+from scheduler_emulator.api.preview import HeavyWork, compute_preview
 from scheduler_emulator.store.dispatching import count_due
 
 router = APIRouter(prefix="/_emulator")
 metrics_router = APIRouter()
 
-MAX_PREVIEW = 1000
-
-
-class PreviewIn(WireModel):
-    start_time: DateTime | None = None
-    recurrence: Recurrence | None = None
-    now: DateTime | None = None
-    count: int = Field(10, ge=1, le=MAX_PREVIEW)
-
 
 @router.post("/recurrence/preview")
 async def preview_recurrence(request: Request) -> Response:
-    """What a schedule would do: its first ``count`` occurrences from ``now``, the dispatcher's own code path."""
-    spec = validated(PreviewIn, await json_object(request))
-    moment = spec.now or now(request)
-    timing = timing_of(spec.start_time, spec.recurrence)
-    if timing.start_time is not None and timing.start_time > moment + HORIZON:
-        raise errors.from_field_error(FieldError("startTime", "is more than 18 months in the future"))
-    if timing.recurrence is not None and timing.recurrence.end_time is not None and timing.recurrence.end_time < moment:
-        raise errors.from_field_error(FieldError("recurrence.endTime", "is in the past"))
-    found, complete = rec.first_occurrences(timing, moment, spec.count)
-    return JSONResponse({"occurrences": [isoformat_z(t) for t in found], "complete": complete})
+    """What a schedule would do: its first ``count`` occurrences from ``now``, the dispatcher's own code path.
+
+    The body is read here and everything else happens in a worker process (api.preview), at most
+    ``--max-heavy-requests`` at once (429 beyond), so that previews cannot stall the API or the dispatcher."""
+    raw = await read_body(request)
+    heavy: HeavyWork = request.app.state.heavy_work
+    async with heavy.slot():
+        status, body = await heavy.run(compute_preview, raw, now(request))
+    return JSONResponse(body, status_code=status)
 
 
 @router.get("/health")

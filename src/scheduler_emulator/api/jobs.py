@@ -67,6 +67,13 @@ def _actions(properties: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
+def _member(node: Any, *keys: str) -> Any:
+    """``node[k1][k2]...`` or None where a level is missing or not an object (the body is not validated yet)."""
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
 def keep_omitted_secrets(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
     """Write-only secrets the client did not repeat are kept from the stored definition, so a GET-modify-PUT
     round trip does not lose them — but only while they go where they went before (SPEC §11): same
@@ -78,24 +85,25 @@ def keep_omitted_secrets(new: dict[str, Any], old: dict[str, Any]) -> dict[str, 
         previous = old_actions.get(path)
         if previous is None:
             continue
-        new_request, old_request = action.get("request") or {}, previous.get("request") or {}
-        new_auth, old_auth = new_request.get("authentication"), old_request.get("authentication")
+        new_request, old_request = _member(action, "request"), _member(previous, "request")
+        new_auth, old_auth = _member(new_request, "authentication"), _member(old_request, "authentication")
         if (
             isinstance(new_auth, dict)
             and isinstance(old_auth, dict)
             and str(new_auth.get("type", "")).lower() == str(old_auth.get("type", "")).lower()
         ):
-            same_target = _origin(new_request.get("uri")) == _origin(old_request.get("uri"))
+            same_target = _origin(_member(new_request, "uri")) == _origin(_member(old_request, "uri"))
             for secret in ("password", "pfx", "secret"):
                 if secret not in new_auth and secret in old_auth:
                     if not same_target:
                         raise _secret_needed(f"{path}.request.authentication.{secret}", "request.uri's origin")
                     new_auth[secret] = old_auth[secret]
         for payload in ("serviceBusQueueMessage", "serviceBusTopicMessage"):
-            new_message, old_message = action.get(payload) or {}, previous.get(payload) or {}
-            new_sb, old_sb = new_message.get("authentication"), old_message.get("authentication")
+            new_message, old_message = _member(action, payload), _member(previous, payload)
+            new_sb, old_sb = _member(new_message, "authentication"), _member(old_message, "authentication")
             if isinstance(new_sb, dict) and isinstance(old_sb, dict) and "sasKey" not in new_sb and "sasKey" in old_sb:
-                if str(new_message.get("namespace", "")).lower() != str(old_message.get("namespace", "")).lower():
+                new_namespace, old_namespace = _member(new_message, "namespace"), _member(old_message, "namespace")
+                if str(new_namespace or "").lower() != str(old_namespace or "").lower():
                     raise _secret_needed(f"{path}.{payload}.authentication.sasKey", "namespace")
                 new_sb["sasKey"] = old_sb["sasKey"]
     return result

@@ -11,6 +11,8 @@ from fastapi import Request
 from scheduler_emulator.api import errors
 
 MAX_TOP = 100
+_INTEGER = re.compile(r"^\s*[+-]?[0-9]{1,20}\s*$")
+MAX_SKIP = 2**31 - 1  # beyond any store's row count; bigger values overflow SQL OFFSET
 _FILTER = re.compile(r"^\s*(?P<field>\w+)\s+eq\s+'(?P<value>[^']*)'\s*$", re.IGNORECASE)
 
 
@@ -24,7 +26,7 @@ def page_of(request: Request) -> Page:
     """The requested page: ``$top`` 1..100 (default 100) items from ``$skip`` (default 0)."""
     params = request.query_params
     return Page(
-        skip=_integer(params.get("$skip"), "$skip", 0, None, 0),
+        skip=_integer(params.get("$skip"), "$skip", 0, MAX_SKIP, 0),
         top=_integer(params.get("$top"), "$top", 1, MAX_TOP, MAX_TOP),
     )
 
@@ -32,10 +34,9 @@ def page_of(request: Request) -> Page:
 def _integer(raw: str | None, name: str, low: int, high: int | None, default: int) -> int:
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise errors.invalid_field(name, f"'{raw}' is not an integer") from None
+    if not _INTEGER.match(raw):
+        raise errors.invalid_field(name, f"'{raw[:40]}' is not an integer")
+    value = int(raw)
     if value < low or (high is not None and value > high):
         bounds = f"{low}..{high}" if high is not None else f"at least {low}"
         raise errors.invalid_field(name, f"{value} is outside {bounds}")

@@ -10,13 +10,21 @@
 5. path casing   — literal ARM segments (``resourcegroups``, ``JOBCOLLECTIONS``…) are matched
                    case-insensitively by rewriting them to their canonical spelling before routing;
 6. api-version   — required and checked on every ARM path;
-7. body size     — a request body over 1 MiB is refused before it is read;
+7. names         — subscription, resource group, collection and job segments follow the name rules
+                   (SPEC §2): 400 ``InvalidResourceName`` on a PUT (it would create them), else 404, so
+                   ``.``, ``..``, NUL, newline, ``?``, ``#``, backslash never reach a resource;
+8. Content-Type  — a PUT/PATCH/POST carrying a Content-Type other than JSON is refused with 415 on ARM and
+                   ``/_emulator/`` paths (a cross-site form POST cannot act); routes listed in
+                   ``ANY_CONTENT_TYPE`` (e.g. classic routes) opt out; body-less requests may omit it;
+9. body size     — a declared Content-Length over ``--max-body-bytes`` is refused before it is read
+                   (a body without one is counted while read, see ``context.json_object``);
 then the FastAPI handlers, whose errors are rendered by ``install_error_handlers``.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from typing import Any
@@ -35,7 +43,14 @@ log = logging.getLogger("scheduler_emulator.api")
 access_log = logging.getLogger("scheduler_emulator.access")
 
 MAX_URL_LENGTH = 2048
-MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_MAX_BODY_BYTES = 64 * 1024
+# Path prefixes whose handlers read other media types (classic routes add theirs here).
+ANY_CONTENT_TYPE: tuple[str, ...] = ()
+# text/json too: the official 2016-03-01 spec lists it under "consumes" (and no browser form sends it).
+_JSON_TYPE = re.compile(r"^(application/json|text/json|[\w.+-]+/[\w.-]+\+json)$", re.IGNORECASE)
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+# Subscriptions and resource groups exist implicitly; Azure allows parentheses in resource group names.
+_SCOPE_NAME = re.compile(r"^[A-Za-z0-9_(][A-Za-z0-9_.()-]{0,99}$")
 
 # Position → accepted canonical spellings, for each shape of ARM path (keyed by segment 2).
 _SUBSCRIPTION_SCOPE: dict[int, tuple[str, ...]] = {
@@ -75,13 +90,65 @@ def canonical_arm_path(path: str) -> str | None:
     return "/" + "/".join(segments)
 
 
-class ArmPipeline:
-    """Pure ASGI middleware implementing steps 1–7 above (2 and 3 only when given their guards)."""
+def valid_name(name: str) -> bool:
+    """A job collection or job name: 1–100 letters, digits, ``-``, ``_``, ``.``; starts with a letter or
+    digit, does not end with ``.`` (SPEC §2)."""
+    return bool(_NAME.match(name)) and not name.endswith(".")
 
-    def __init__(self, app: ASGIApp, hosts: HostGuard | None = None, auth: Authenticator | None = None) -> None:
+
+def _name_error(segments: list[str], method: str) -> errors.ArmError | None:
+    """Step 7 on a canonical ARM path's segments."""
+    kinds: list[tuple[int, str, re.Pattern[str]]] = [(1, "subscription", _SCOPE_NAME)]
+    if len(segments) > 2 and segments[2] == "resourceGroups":
+        kinds += [(3, "resource group", _SCOPE_NAME), (7, "job collection", _NAME), (9, "job", _NAME)]
+    for position, kind, rule in kinds:
+        if position >= len(segments):
+            break
+        name = segments[position]
+        if rule.match(name) and not name.endswith("."):
+            continue
+        if method == "PUT":  # a PUT names what it creates (subscriptions and groups exist implicitly)
+            shown = name.encode("unicode_escape").decode("ascii")[:120]
+            return errors.ArmError(
+                400,
+                "InvalidResourceName",
+                f"The {kind} name '{shown}' is invalid: use 1-100 letters, digits, '-', '_' and '.', "
+                "starting with a letter or digit and not ending with '.'.",
+            )
+        return errors.ArmError(404, "ResourceNotFound", f"No {kind} can have the name given in the path.")
+    return None
+
+
+def _content_type_error(scope: Scope, headers: dict[str, str], arm: bool) -> errors.ArmError | None:
+    """Step 8."""
+    if scope.get("method") not in ("PUT", "PATCH", "POST") or "content-type" not in headers:
+        return None
+    path: str = scope["path"]
+    if not (arm or path.startswith("/_emulator/")) or any(path.startswith(p) for p in ANY_CONTENT_TYPE):
+        return None
+    media = headers["content-type"].split(";", 1)[0].strip()
+    if _JSON_TYPE.match(media):
+        return None
+    shown = media.encode("unicode_escape").decode("ascii")[:80]
+    return errors.ArmError(
+        415, "UnsupportedMediaType", f"The content type '{shown}' is not supported; send application/json."
+    )
+
+
+class ArmPipeline:
+    """Pure ASGI middleware implementing steps 1–9 above (2 and 3 only when given their guards)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        hosts: HostGuard | None = None,
+        auth: Authenticator | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    ) -> None:
         self.app = app
         self.hosts = hosts
         self.auth = auth
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -179,9 +246,15 @@ class ArmPipeline:
                 return errors.missing_api_version()
             if versions[0] not in errors.ACCEPTED_API_VERSIONS:
                 return errors.invalid_api_version(versions[0])
+            name_error = _name_error(canonical.strip("/").split("/"), scope.get("method", ""))
+            if name_error is not None:
+                return name_error
+        content_type_error = _content_type_error(scope, headers, canonical is not None)
+        if content_type_error is not None:
+            return content_type_error
         length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            return errors.request_too_large("request body", MAX_BODY_BYTES, int(length))
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            return errors.request_too_large("request body", self.max_body_bytes, int(length))
         return None
 
 

@@ -19,11 +19,25 @@ _TIMESPAN = re.compile(
 )
 
 
+# The longest duration accepted: anything longer cannot be added to a date without leaving years 1-9999.
+MAX_DURATION = timedelta(days=9999 * 365)
+
+
 def parse_duration(text: str, *, timespan_day_factor: int = 1) -> timedelta:
-    """The length of an ISO-8601 or TimeSpan duration; ValueError with a readable reason otherwise.
-    ``timespan_day_factor``: how many TimeSpan days make one real day (30 for the clients whose
-    TimeSpan days are thirtieths, see ``api.client_dialects``; 1 everywhere else)."""
-    text = text.strip()
+    """The length of an ISO-8601 or TimeSpan duration; ValueError with a readable reason otherwise
+    (an overflowing one, e.g. ``P99999999999Y``, included). ``timespan_day_factor``: how many TimeSpan days
+    make one real day (30 for the clients whose TimeSpan days are thirtieths, see ``api.client_dialects``;
+    1 everywhere else)."""
+    try:
+        length = _parse(text.strip(), timespan_day_factor)
+    except OverflowError:
+        length = None
+    if length is None or length > MAX_DURATION:
+        raise ValueError(f"'{text[:40]}' is longer than the longest duration allowed (9999 years)")
+    return length
+
+
+def _parse(text: str, timespan_day_factor: int) -> timedelta | None:
     iso = _ISO.match(text)
     if iso:
         parts = {k: float(v) for k, v in iso.groupdict().items() if v is not None}

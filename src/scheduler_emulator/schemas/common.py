@@ -54,17 +54,22 @@ def _parse_datetime(raw: object) -> datetime:
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     try:
-        parsed = datetime.fromisoformat(text)
+        parsed = _aware(datetime.fromisoformat(text))
     except ValueError:
-        raise ValueError(f"'{raw}' is not an ISO-8601 date and time") from None
-    return _aware(parsed)
+        raise ValueError(f"'{raw[:60]}' is not an ISO-8601 date and time") from None
+    try:
+        # Every time is compared and stored in UTC: one that leaves years 1-9999 there cannot be.
+        parsed.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"'{raw[:60]}' is outside years 1-9999 once moved to UTC") from None
+    return parsed
 
 
 DateTime = Annotated[datetime, PlainValidator(_parse_datetime)]
 
 
 def _check_duration(raw: object) -> str:
-    if not isinstance(raw, str):
+    if not isinstance(raw, str) or len(raw) > 100:
         raise ValueError("must be a duration string such as 'PT30S' or '00:00:30'")
     parse_duration(raw)
     return raw

@@ -14,6 +14,7 @@ from pydantic import AliasChoices, Field, model_validator
 from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.errors import FieldError
 from scheduler_emulator.schemas.common import CaseInsensitive, DateTime, Duration, LenientList, WireModel
+from scheduler_emulator.schemas.strict_json import check_line
 
 ACTION_TYPES = ("Http", "Https", "StorageQueue", "ServiceBusQueue", "ServiceBusTopic")
 PAYLOAD_OF = {
@@ -76,9 +77,7 @@ class HttpRequest(WireModel):
 
     @model_validator(mode="after")
     def _check(self) -> HttpRequest:
-        parts = urlsplit(self.uri)
-        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            raise FieldError("uri", f"'{self.uri}' is not an absolute http or https URI")
+        check_uri(self.uri, "uri")
         if self.method.upper() not in HTTP_METHODS:
             raise FieldError("method", f"'{self.method}' is not one of: {', '.join(HTTP_METHODS)}")
         if self.headers is not None:
@@ -87,12 +86,32 @@ class HttpRequest(WireModel):
             total = sum(len(k) + len(v) for k, v in self.headers.items())
             if total > MAX_HEADERS_CHARS:
                 raise FieldError("headers", f"are {total} characters in total; at most {MAX_HEADERS_CHARS} are allowed")
-            for name in self.headers:
+            for name, value in self.headers.items():
                 if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
-                    raise FieldError("headers", f"'{name}' is not a valid header name")
+                    raise FieldError("headers", f"'{name[:60]}' is not a valid header name")
+                check_line(value, f"headers.{name}")
         if self.body is not None and len(self.body) > MAX_BODY_CHARS:
             raise FieldError("body", f"is {len(self.body)} characters long; at most {MAX_BODY_CHARS} are allowed")
         return self
+
+
+MAX_URI_LENGTH = 2048
+
+
+def check_uri(uri: str, path: str) -> None:
+    """FieldError unless ``uri`` is an absolute http(s) URI on one line with a valid host and port."""
+    check_line(uri, path)
+    if len(uri) > MAX_URI_LENGTH or " " in uri:
+        raise FieldError(path, f"is not a valid URI (no spaces, at most {MAX_URI_LENGTH} characters)")
+    try:
+        parts = urlsplit(uri)
+        port = parts.port  # ValueError for a port outside 0..65535
+    except ValueError as exc:
+        raise FieldError(path, f"'{uri[:100]}' is not a valid URI: {exc}") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise FieldError(path, f"'{uri[:100]}' is not an absolute http or https URI")
+    if port == 0:
+        raise FieldError(path, "port 0 cannot be reached")
 
 
 class StorageQueueMessage(WireModel):
@@ -237,7 +256,7 @@ class Schedule(WireModel):
 class Recurrence(WireModel):
     frequency: CaseInsensitive(*FREQUENCIES)  # type: ignore[valid-type]
     interval: int | None = None
-    count: int | None = Field(None, ge=1)
+    count: int | None = Field(None, ge=1, le=2**31 - 1)
     end_time: DateTime | None = None
     schedule: Schedule | None = None
 
@@ -288,9 +307,12 @@ def _domain_recurrence(recurrence: Recurrence | None) -> rec.Recurrence | None:
             hours=tuple(sorted(set(s.hours or ()))),
             week_days=tuple(sorted({WEEK_DAYS.index(d) for d in s.week_days or ()})),
             month_days=tuple(sorted(set(s.month_days or ()))),
+            # repeats are dropped: thousands of copies of one entry must not cost thousands of checks
             monthly_occurrences=tuple(
-                rec.MonthlyOccurrence(day=WEEK_DAYS.index(o.day), occurrence=o.occurrence)
-                for o in s.monthly_occurrences or ()
+                dict.fromkeys(
+                    rec.MonthlyOccurrence(day=WEEK_DAYS.index(o.day), occurrence=o.occurrence)
+                    for o in s.monthly_occurrences or ()
+                )
             ),
         )
     return rec.Recurrence(

@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from scheduler_emulator.domain import plans
 from scheduler_emulator.schemas.common import CaseInsensitive, WireModel
 from scheduler_emulator.schemas.job import FREQUENCIES, MAX_INTERVAL
+from scheduler_emulator.schemas.strict_json import check_line
 
 
 class Sku(WireModel):
@@ -22,8 +23,8 @@ class MaxRecurrence(WireModel):
 
 
 class Quota(WireModel):
-    max_job_count: int | None = Field(None, ge=1)
-    max_job_occurrence: int | None = Field(None, ge=1)
+    max_job_count: int | None = Field(None, ge=1, le=2**31 - 1)
+    max_job_occurrence: int | None = Field(None, ge=1, le=2**31 - 1)
     max_recurrence: MaxRecurrence | None = None
 
     def domain(self) -> plans.Quota:
@@ -50,6 +51,14 @@ class JobCollectionIn(WireModel):
     location: str = Field(min_length=1, max_length=100)
     tags: dict[str, str] | None = None
     properties: JobCollectionProperties | None = None
+
+    @model_validator(mode="after")
+    def _single_lines(self) -> JobCollectionIn:
+        check_line(self.location, "location")
+        for key, value in (self.tags or {}).items():
+            check_line(key, "tags")
+            check_line(value, f"tags.{key}")
+        return self
 
 
 def stored_limits(sku: str, properties: dict[str, Any], retry_floor: timedelta | None = None) -> plans.Limits:

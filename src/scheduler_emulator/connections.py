@@ -1,0 +1,145 @@
+"""Connection-level protection that uvicorn lacks (SPEC §8): slow request heads and bodies, oversize heads,
+and a hard cap on open connections.
+
+uvicorn offers an idle keep-alive timeout (``timeout_keep_alive``, used as is) and h11's limit on an
+incomplete event, which answers a plain-text 400. It has no deadline for a request head or body in
+progress — a client sending its headers one byte at a time holds a connection forever — and its
+``limit_concurrency`` still accepts every connection and answers 503 only once a request arrives. So the
+server runs this subclass of uvicorn's h11 protocol (httptools offers no hook for a partial head):
+
+- from the moment a connection opens, or the first byte of a request on a kept-alive one arrives, the
+  client has ``head_timeout`` seconds to finish the request head, then ``body_timeout`` for the body;
+  missing either closes the connection;
+- a head not finished within ``max_head_bytes`` is answered 431 and the connection closed;
+- a connection beyond ``max_connections`` is answered 503 and closed at once instead of waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from scheduler_emulator.config import Settings
+
+log = logging.getLogger("scheduler_emulator.connections")
+
+
+def _error_bytes(status: int, reason: str, code: str, message: str) -> bytes:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json; charset=utf-8\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with the deadlines and caps above; ``guarded_protocol`` sets the limits."""
+
+    head_timeout = 10.0
+    body_timeout = 30.0
+    max_head_bytes = 16 * 1024
+    max_connections = 1000
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._deadline_for: object = None  # h11.IDLE (head) or h11.SEND_BODY (body)
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            log.warning("refused a connection: %d are open, the most allowed", self.max_connections)
+            transport.write(
+                _error_bytes(
+                    503, "Service Unavailable", "ServiceUnavailable", "Too many open connections; try again shortly."
+                )
+            )
+            transport.close()
+            return
+        self._watch()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._clear()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.conn.their_state is h11.IDLE and self._head_too_large(data):
+            self._clear()
+            self.transport.write(
+                _error_bytes(
+                    431,
+                    "Request Header Fields Too Large",
+                    "RequestHeaderFieldsTooLarge",
+                    f"The request head is over {self.max_head_bytes} bytes.",
+                )
+            )
+            self.transport.close()
+            return
+        super().data_received(data)
+        self._watch()
+
+    def on_response_complete(self) -> None:
+        self._clear()  # the keep-alive timeout takes over until the next request's first byte
+        super().on_response_complete()
+
+    def _head_too_large(self, data: bytes) -> bool:
+        """Whether the request head so far (buffered + ``data``) exceeds the cap without ending."""
+        buffered = self.conn.trailing_data[0]
+        if len(buffered) + len(data) <= self.max_head_bytes:
+            return False
+        pending = buffered + data
+        window = pending[: self.max_head_bytes + 4]
+        return b"\r\n\r\n" not in window and b"\n\n" not in window
+
+    def _watch(self) -> None:
+        """Arm the deadline that matches the request's state: head, body, or none."""
+        if self.transport is None or self.transport.is_closing():
+            self._clear()
+            return
+        state: object = self.conn.their_state
+        if state is h11.IDLE and self.cycle is not None and not self.cycle.response_complete:
+            state = None  # pipelined bytes wait while the current response is under way
+        if state is h11.IDLE and self.timeout_keep_alive_task is not None:
+            state = None  # idle between requests: the keep-alive timeout applies
+        if state is self._deadline_for:
+            return
+        self._clear()
+        if state is h11.IDLE:
+            self._deadline = self.loop.call_later(self.head_timeout, self._expire, "head", self.head_timeout)
+        elif state is h11.SEND_BODY:
+            self._deadline = self.loop.call_later(self.body_timeout, self._expire, "body", self.body_timeout)
+        else:
+            return
+        self._deadline_for = state
+
+    def _clear(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline, self._deadline_for = None, None
+
+    def _expire(self, what: str, seconds: float) -> None:
+        self._deadline, self._deadline_for = None, None
+        if not self.transport.is_closing():
+            client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
+            log.warning("closed the connection of %s: no complete request %s within %g s", client, what, seconds)
+            self.transport.close()
+
+
+def guarded_protocol(settings: Settings) -> type[GuardedH11Protocol]:
+    """The protocol class for uvicorn's ``http`` setting, with the operator's limits."""
+    return type(
+        "ConfiguredH11Protocol",
+        (GuardedH11Protocol,),
+        {
+            "head_timeout": settings.head_timeout,
+            "body_timeout": settings.body_timeout,
+            "max_head_bytes": settings.max_head_bytes,
+            "max_connections": settings.max_connections,
+        },
+    )

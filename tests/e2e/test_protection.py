@@ -1,0 +1,264 @@
+"""Protecting the process (SPEC §8): slow request heads and bodies are cut off, idle keep-alive
+connections close, a connection flood beyond the cap is refused at once, oversize heads get 431,
+heavy previews leave health and the dispatcher responsive, and text logs cannot be forged."""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from conftest import Names, ServerProcess, create_job, unique, wait_until
+from target_server import TargetServer
+
+HEAD_TIMEOUT = 1.5
+BODY_TIMEOUT = 2.0
+KEEP_ALIVE = 1.0
+MAX_CONNECTIONS = 20
+SLACK = 1.0  # how much later than its deadline a connection may be closed (timer and scheduling)
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A plain-HTTP server with short deadlines and a small connection cap, logging text."""
+    process = ServerProcess(
+        [
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path_factory.mktemp("guarded")),
+            "--head-timeout",
+            str(HEAD_TIMEOUT),
+            "--body-timeout",
+            str(BODY_TIMEOUT),
+            "--keep-alive-timeout",
+            str(KEEP_ALIVE),
+            "--max-connections",
+            str(MAX_CONNECTIONS),
+            "--log-format",
+            "text",
+            "--log-level",
+            "info",
+        ]
+    ).start()
+    yield process
+    process.stop()
+
+
+def _address(server: ServerProcess) -> tuple[str, int]:
+    parts = urlsplit(server.url)
+    return parts.hostname or "127.0.0.1", parts.port or 80
+
+
+def _connect(server: ServerProcess) -> socket.socket:
+    sock = socket.create_connection(_address(server), timeout=5)
+    sock.setblocking(False)
+    return sock
+
+
+def _closed_by_server(sock: socket.socket) -> bytes | None:
+    """What the server sent before closing, or None while the connection is open."""
+    received = b""
+    while select.select([sock], [], [], 0)[0]:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, BlockingIOError):
+            return received if received else b""
+        if not chunk:
+            return received
+        received += chunk
+    return None
+
+
+def _health_ms(client: httpx.Client) -> float:
+    began = time.perf_counter()
+    assert client.get("/_emulator/health").status_code == 200
+    return (time.perf_counter() - began) * 1000
+
+
+def test_a_client_sending_its_head_byte_by_byte_is_cut_off_while_others_are_served(guarded):
+    sock = _connect(guarded)
+    began = time.monotonic()
+    sock.sendall(b"GET /_emulator/health HTTP/1.1\r\nHost: x\r\n")
+    closed_at = None
+    with guarded.client() as client:
+        for _ in range(100):  # bounded: 100 × 0.1 s
+            try:
+                sock.send(b"X")
+            except (BrokenPipeError, ConnectionResetError):
+                closed_at = time.monotonic()
+                break
+            if _closed_by_server(sock) is not None:
+                closed_at = time.monotonic()
+                break
+            assert client.get("/_emulator/health").status_code == 200  # others are served meanwhile
+            time.sleep(0.1)
+    sock.close()
+    assert closed_at is not None, "the slow client was never disconnected"
+    assert HEAD_TIMEOUT - 0.2 <= closed_at - began <= HEAD_TIMEOUT + SLACK, closed_at - began
+    assert "no complete request head" in guarded.log
+
+
+def test_a_connection_that_sends_nothing_is_closed_after_the_head_timeout(guarded):
+    sock = _connect(guarded)
+    began = time.monotonic()
+    closed = wait_until(
+        lambda: _closed_by_server(sock) is not None, HEAD_TIMEOUT + SLACK + 1, "the idle connection to close"
+    )
+    assert closed and time.monotonic() - began <= HEAD_TIMEOUT + SLACK
+    sock.close()
+
+
+def test_a_slow_body_is_cut_off(guarded):
+    sock = _connect(guarded)
+    began = time.monotonic()
+    sock.sendall(
+        b"POST /_emulator/recurrence/preview HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+        b'content-length: 1000\r\n\r\n{"count": '
+    )
+    closed_at = None
+    for _ in range(100):  # bounded: 100 × 0.1 s
+        if _closed_by_server(sock) is not None:
+            closed_at = time.monotonic()
+            break
+        time.sleep(0.1)
+    sock.close()
+    assert closed_at is not None, "the slow body was never cut off"
+    # the head arrived at once, so the body deadline (not the head's) applies
+    assert BODY_TIMEOUT - 0.2 <= closed_at - began <= BODY_TIMEOUT + SLACK, closed_at - began
+
+
+def test_an_idle_keep_alive_connection_closes(guarded):
+    sock = _connect(guarded)
+    sock.sendall(b"GET /_emulator/health HTTP/1.1\r\nHost: x\r\n\r\n")
+    answer = wait_until(
+        lambda: _closed_by_server(sock) is None and select.select([sock], [], [], 0.1)[0], 5, "an answer"
+    )
+    assert answer
+    first = sock.recv(65536)
+    assert first.startswith(b"HTTP/1.1 200")
+    began = time.monotonic()
+    wait_until(lambda: _closed_by_server(sock) is not None, KEEP_ALIVE + SLACK + 1, "the idle connection to close")
+    assert time.monotonic() - began <= KEEP_ALIVE + SLACK
+    sock.close()
+
+
+def test_a_head_over_the_cap_gets_431_and_one_under_it_is_served(guarded):
+    with guarded.client() as client:
+        assert client.get("/_emulator/health", headers={"x-pad": "p" * 15_000}).status_code == 200
+        response = client.get("/_emulator/health", headers={"x-pad": "p" * 17_000})
+        assert response.status_code == 431
+        assert response.json()["error"]["code"] == "RequestHeaderFieldsTooLarge"
+
+
+def test_a_connection_flood_beyond_the_cap_is_refused_not_queued(guarded):
+    extra = 10
+    sockets = []
+    try:
+        for _ in range(MAX_CONNECTIONS + extra):
+            sockets.append(_connect(guarded))
+        deadline = time.monotonic() + 1.0
+        refused: dict[int, bytes] = {}
+        while time.monotonic() < deadline and len(refused) < extra:  # bounded by the deadline
+            for index, sock in enumerate(sockets):
+                if index not in refused and (sent := _closed_by_server(sock)) is not None:
+                    refused[index] = sent
+            time.sleep(0.02)
+        assert len(refused) >= extra, f"only {len(refused)} of the {extra} connections beyond the cap were refused"
+        assert len(refused) <= extra + 1  # the ones under the cap stay open until their own deadline
+        assert all(sent.startswith(b"HTTP/1.1 503") for sent in refused.values()), refused
+    finally:
+        for sock in sockets:
+            sock.close()
+    with guarded.client() as client:
+        wait_until(lambda: client.get("/_emulator/health").status_code == 200, 5, "health after the flood")
+    assert "refused a connection" in guarded.log
+
+
+def test_control_characters_cannot_forge_text_log_lines(guarded):
+    marker = unique("forged")
+    with guarded.client() as client:
+        client.get(f"/_emulator/x%0D%0A{marker}%20INFO%20fake")
+    wait_until(lambda: marker in guarded.log, 5, "the access log line")
+    assert not any(line.startswith(marker) for line in guarded.output), guarded.log[-2000:]
+    assert any(f"\\r\\n{marker}" in line for line in guarded.output)
+
+
+# ------------------------------------------------------------------------------------ heavy previews
+HEAVY_PREVIEW = {
+    "count": 1000,
+    "recurrence": {
+        "frequency": "Month",
+        "interval": 1,
+        "schedule": {
+            "monthlyOccurrences": [
+                {"day": day, "occurrence": occurrence}
+                for day in ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+                for occurrence in (1, 2, 3, 4, 5, -1, -2, -3, -4, -5)
+            ]
+            * 20,
+            "monthDays": list(range(1, 32)) + list(range(-31, 0)),
+            "hours": list(range(24)),
+            "minutes": list(range(60)),
+        },
+    },
+}
+
+
+def test_heavy_previews_leave_health_fast_and_jobs_on_time(tmp_path):
+    target = TargetServer().start()
+    process = ServerProcess(["--port", "0", "--data-dir", str(tmp_path), "--log-level", "warning"]).start()
+    try:
+        with process.client() as client, httpx.Client(base_url=process.url, timeout=30) as previews:
+            due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=4)
+            names = Names()
+            create_job(
+                client,
+                names,
+                "due",
+                {"type": "Http", "request": {"uri": target.url("/due"), "method": "GET"}},
+                startTime=due.isoformat().replace("+00:00", "Z"),
+            )
+            stop = threading.Event()
+            answers: list[httpx.Response] = []
+            body = json.dumps(HEAVY_PREVIEW).encode()
+            headers = {"content-type": "application/json"}
+
+            def hammer() -> None:
+                for _ in range(400):  # bounded; stops once the job has fired
+                    if stop.is_set():
+                        return
+                    answers.append(previews.post("/_emulator/recurrence/preview", content=body, headers=headers))
+                    if answers[-1].status_code == 429:
+                        time.sleep(0.2)
+
+            # The first request of a process pays for imports and connections, the first preview for
+            # starting the worker pool: both before measuring.
+            _health_ms(client)
+            assert previews.post("/_emulator/recurrence/preview", content=body, headers=headers).status_code == 200
+            latencies = []
+            with ThreadPoolExecutor(3) as pool:
+                for _ in range(3):
+                    pool.submit(hammer)
+                while datetime.now(UTC) < due + timedelta(seconds=2):
+                    latencies.append(_health_ms(client))
+                    time.sleep(0.05)
+                stop.set()
+            fires = target.wait_for(1, 5, "/due")
+        statuses = {response.status_code for response in answers}
+        assert statuses <= {200, 429}, statuses
+        assert all(r.headers.get("retry-after") for r in answers if r.status_code == 429)
+        assert len([r for r in answers if r.status_code == 200]) >= 2  # previews really ran meanwhile
+        assert max(latencies) < 100, [round(x) for x in latencies]
+        assert fires[0].lateness < 1.0, fires[0].lateness
+    finally:
+        process.stop()
+        target.stop()
