@@ -87,7 +87,7 @@ def _health_ms(client: httpx.Client) -> float:
 def test_a_client_sending_its_head_byte_by_byte_is_cut_off_while_others_are_served(guarded):
     sock = _connect(guarded)
     began = time.monotonic()
-    sock.sendall(b"GET /_emulator/health HTTP/1.1\r\nHost: x\r\n")
+    sock.sendall(b"GET /_emulator/health HTTP/1.1\r\nHost: localhost\r\n")
     closed_at = None
     with guarded.client() as client:
         for _ in range(100):  # bounded: 100 × 0.1 s
@@ -121,7 +121,7 @@ def test_a_slow_body_is_cut_off(guarded):
     sock = _connect(guarded)
     began = time.monotonic()
     sock.sendall(
-        b"POST /_emulator/recurrence/preview HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+        b"POST /_emulator/recurrence/preview HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\n"
         b'content-length: 1000\r\n\r\n{"count": '
     )
     closed_at = None
@@ -138,7 +138,7 @@ def test_a_slow_body_is_cut_off(guarded):
 
 def test_an_idle_keep_alive_connection_closes(guarded):
     sock = _connect(guarded)
-    sock.sendall(b"GET /_emulator/health HTTP/1.1\r\nHost: x\r\n\r\n")
+    sock.sendall(b"GET /_emulator/health HTTP/1.1\r\nHost: localhost\r\n\r\n")
     answer = wait_until(
         lambda: _closed_by_server(sock) is None and select.select([sock], [], [], 0.1)[0], 5, "an answer"
     )
