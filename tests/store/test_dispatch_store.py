@@ -5,39 +5,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import delete, select, update
 
-from scheduler_emulator.domain.clock import Clock
 from scheduler_emulator.domain.states import ActionName, AttemptStatus, JobState
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatch_port import DispatchStore
 from scheduler_emulator.store.dispatch_records import AttemptRecord, Claim, Completion
-from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
-from tests.conftest import PostgresDatabase, require_postgres
+from scheduler_emulator.store.models import JobHistoryRow, JobRow, OccurrenceRow
+from tests.dispatch_support import BACKENDS, T0, SetClock, add_collection, add_job, scratch_database
 
-T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
-
-
-class FixedClock(Clock):
-    """A clock that reads what the test set."""
-
-    def __init__(self, now: datetime) -> None:
-        self.moment = now
-
-    def now(self) -> datetime:
-        return self.moment
 
 
 @dataclass
 class World:
     database: Database
-    clock: FixedClock
+    clock: SetClock
 
     def store(self, owner: str) -> DispatchStore:
         store = DispatchStore(self.database, owner, clock=self.clock, history_max_entries=10)
@@ -45,65 +33,13 @@ class World:
         return store
 
     def collection(self, state: str = "Enabled") -> int:
-        with self.database.session() as session:
-            return int(
-                session.execute(
-                    insert(JobCollectionRow).returning(JobCollectionRow.id),
-                    {
-                        "subscription_id": "s",
-                        "subscription_key": "s",
-                        "resource_group": "g",
-                        "resource_group_key": "g",
-                        "name": f"c{state}",
-                        "name_key": f"c{state}".lower(),
-                        "location": "West US",
-                        "properties": {"state": state},
-                        "sku": "P20Premium",
-                        "state": state,
-                        "created_at": T0,
-                        "updated_at": T0,
-                    },
-                ).scalar_one()
-            )
+        return add_collection(self.database, f"c{state}", state)
 
     def job(
-        self,
-        collection_id: int,
-        name: str,
-        due: datetime | None,
-        state: str = "Enabled",
-        every_minute: bool = False,
-        **columns: Any,
+        self, collection_id: int, name: str, due: datetime | None, every_minute: bool = False, **columns: Any
     ) -> int:
-        definition: dict[str, Any] = {
-            "action": {"type": "Http", "request": {"uri": "http://127.0.0.1:1/", "method": "GET"}},
-            "startTime": (due or T0).isoformat(),
-        }
-        if every_minute:
-            definition["recurrence"] = {"frequency": "Minute", "interval": 1}
-        with self.database.session() as session:
-            return int(
-                session.execute(
-                    insert(JobRow).returning(JobRow.id),
-                    {
-                        "collection_id": collection_id,
-                        "name": name,
-                        "name_key": name,
-                        "definition": definition,
-                        "state": state,
-                        "series_origin": due or T0,
-                        "next_execution_time": due,
-                        "version": 1,
-                        "execution_count": 0,
-                        "failure_count": 0,
-                        "faulted_count": 0,
-                        "repeat_count": 0,
-                        "created_at": T0,
-                        "updated_at": T0,
-                        **columns,
-                    },
-                ).scalar_one()
-            )
+        recurrence = {"frequency": "Minute", "interval": 1} if every_minute else None
+        return add_job(self.database, collection_id, name, due, recurrence=recurrence, **columns)
 
     def read(self, job_id: int) -> Any:
         with self.database.session() as session:
@@ -115,26 +51,13 @@ class World:
 
     def update(self, job_id: int, **values: Any) -> None:
         with self.database.session() as session:
-            session.execute(JobRow.__table__.update().where(JobRow.id == job_id).values(**values))  # type: ignore[attr-defined]
+            session.execute(update(JobRow).where(JobRow.id == job_id).values(**values))
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
-    pg: PostgresDatabase | None = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'scheduler.db'}"
-    else:
-        require_postgres()
-        pg = PostgresDatabase().create()
-        url = pg.url
-    database = Database(url)
-    database.migrate()
-    try:
-        yield World(database, FixedClock(T0))
-    finally:
-        database.dispose()
-        if pg is not None:
-            pg.drop()
+    with scratch_database(request.param, tmp_path) as database:
+        yield World(database, SetClock(T0))
 
 
 def attempt_for(claim: Claim, moment: datetime, succeeded: bool = True) -> AttemptRecord:
@@ -285,8 +208,8 @@ def test_complete_of_a_deleted_job_is_none(world: World) -> None:
     store = world.store("a")
     (claim,) = store.claim_due(T0, limit=10)
     with world.database.session() as session:
-        session.execute(OccurrenceRow.__table__.delete().where(OccurrenceRow.job_id == job))  # type: ignore[attr-defined]
-        session.execute(JobRow.__table__.delete().where(JobRow.id == job))  # type: ignore[attr-defined]
+        session.execute(delete(OccurrenceRow).where(OccurrenceRow.job_id == job))
+        session.execute(delete(JobRow).where(JobRow.id == job))
     assert store.complete([completion_for(claim, T0)]) == [None]
     assert store.record_attempt(attempt_for(claim, T0)) is False
 

@@ -439,7 +439,7 @@ def insert_occurrences(
                 "now": now,
             },
         )
-        return {(job_id, expected): row_id for row_id, job_id, expected in found.tuples().all()}
+        return {(job_id, expected): row_id for row_id, job_id, expected in found.all()}
     statement = _INSERT_OCCURRENCES[session.get_bind().dialect.name]
     rows = [
         {
@@ -454,7 +454,7 @@ def insert_occurrences(
     ]
     # One statement compiled once, sent as "insertmanyvalues" batches by SQLAlchemy.
     result = session.execute(statement, rows)
-    return {(job_id, expected): row_id for row_id, job_id, expected in result.tuples().all()}
+    return {(job_id, expected): row_id for row_id, job_id, expected in result.all()}
 
 
 def heartbeat(session: Session, owner: str, now: datetime, until: datetime) -> None:
