@@ -28,6 +28,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.clock import Clock
 from scheduler_emulator.domain.due import Skipped, due_occurrence
 from scheduler_emulator.domain.occurrences import Finish, finish_occurrence, is_series_instant
@@ -113,6 +114,7 @@ class DispatchStore:
                     repeat_count=d.repeat,
                     skipped=d.skipped,
                     properties=d.properties,
+                    timing=d.timing,
                     job_name=d.row.name,
                     collection_name=d.row.collection_name,
                     region=d.row.location,
@@ -130,7 +132,7 @@ class DispatchStore:
 
     def _decide(self, session: Session, row: Any, now: datetime, until: datetime) -> _Decision | None:
         """Which occurrence the job runs now, and where its schedule moves; None when it has nothing to run."""
-        properties = self._definitions.get(row.id, row.version, row.definition)
+        properties, timing = self._definitions.get(row.id, row.version, row.definition)
         if row.lease_owner is not None:  # its dispatcher's heartbeat stopped: take over what it left running
             occurrence = sql.take_over_occurrence(session, row.id, self.owner, now)
             if occurrence is None:
@@ -154,10 +156,11 @@ class DispatchStore:
             return _Decision(
                 row=row,
                 properties=properties,
+                timing=timing,
                 expected=expected,
                 repeat=repeat,
                 skipped=Skipped(),
-                manual=not is_series_instant(properties.timing(), row.series_origin, expected),
+                manual=not is_series_instant(timing, row.series_origin, expected),
                 next_time=row.next_execution_time,
                 run_requested_at=row.run_requested_at,
                 occurrence_id=occurrence_id,
@@ -170,10 +173,11 @@ class DispatchStore:
             and row.collection_state == JobState.Enabled
         ):
             moment = max(now, row.next_execution_time)  # claimed ahead: the occurrence due then
-            due = due_occurrence(properties.timing(), row.series_origin, row.next_execution_time, moment)
+            due = due_occurrence(timing, row.series_origin, row.next_execution_time, moment)
             return _Decision(
                 row=row,
                 properties=properties,
+                timing=timing,
                 expected=due.expected,
                 repeat=row.repeat_count + 1,
                 skipped=due.skipped,
@@ -185,6 +189,7 @@ class DispatchStore:
             return _Decision(
                 row=row,
                 properties=properties,
+                timing=timing,
                 expected=row.run_requested_at,
                 repeat=row.repeat_count + 1,
                 skipped=Skipped(),
@@ -311,7 +316,7 @@ class DispatchStore:
                 results.append(None)
                 continue
             finish = finish_occurrence(
-                timing=claim.properties.timing(),
+                timing=claim.timing,
                 origin=claim.origin,
                 next_time=claim.next_time,
                 now=now,
@@ -389,12 +394,13 @@ class DispatchStore:
             sql.prune_finished(session, finished_before, occurrences_before)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)  # not frozen: private to this module, and frozen costs µs per claim
 class _Decision:
     """What a claim does to one due job (see DispatchStore._decide)."""
 
     row: Any  # the job row joined with its collection (dispatching.due_jobs)
     properties: JobProperties
+    timing: rec.Timing
     expected: datetime
     repeat: int
     skipped: Skipped
@@ -406,18 +412,19 @@ class _Decision:
 
 
 class _Definitions:
-    """Parsed job definitions by (job id, version): a definition is parsed once, not at every fire."""
+    """Parsed job definitions and their schedules by (job id, version): a definition is parsed once, not at
+    every fire."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._parsed: OrderedDict[tuple[int, int], JobProperties] = OrderedDict()
+        self._parsed: OrderedDict[tuple[int, int], tuple[JobProperties, rec.Timing]] = OrderedDict()
 
-    def get(self, job_id: int, version: int, definition: dict[str, Any]) -> JobProperties:
+    def get(self, job_id: int, version: int, definition: dict[str, Any]) -> tuple[JobProperties, rec.Timing]:
         key = (job_id, version)
         parsed = self._parsed.get(key)
         if parsed is None:
-            parsed = JobDefinitionIn.model_validate({"properties": definition}).properties
-            self._parsed[key] = parsed
+            properties = JobDefinitionIn.model_validate({"properties": definition}).properties
+            parsed = self._parsed[key] = (properties, properties.timing())
             if len(self._parsed) > self.size:
                 self._parsed.popitem(last=False)
         return parsed

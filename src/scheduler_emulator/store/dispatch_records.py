@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.due import Skipped
 from scheduler_emulator.domain.states import ActionName, AttemptStatus, JobState
 from scheduler_emulator.schemas.job import JobProperties
@@ -23,6 +24,7 @@ class Claim:
     repeat_count: int
     skipped: Skipped  # instants missed during downtime, to record as one Postponed entry
     properties: JobProperties
+    timing: rec.Timing  # the schedule part of ``properties``, in the recurrence engine's terms
     job_name: str
     collection_name: str
     region: str
