@@ -1,6 +1,7 @@
 """The dispatcher's database path alone, in one process, no network: claim N due one-time jobs in batches and
-complete their occurrences in batches, as the dispatcher does, and print the CPU microseconds each costs per
-occurrence. A quick, repeatable gauge of the per-fire persistence cost (the part the HTTP client does not set).
+complete their occurrences in batches through the store port (DispatchStore), as the dispatcher does, and print
+the CPU microseconds each costs per occurrence. A quick, repeatable gauge of the per-fire persistence cost (the
+part the HTTP client does not set).
 
     .venv/bin/python bench/dbpath.py [--jobs 20000] [--batch 500] [--database-url URL|postgresql] [--profile]
 
@@ -22,9 +23,11 @@ from pathlib import Path
 
 from sqlalchemy import insert
 
-from scheduler_emulator.dispatcher.claims import Completion, Definitions, claim_due_jobs, complete_occurrences
 from scheduler_emulator.domain.history import history_id
+from scheduler_emulator.domain.states import ActionName, AttemptStatus
 from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.dispatch_port import DispatchStore
+from scheduler_emulator.store.dispatch_records import AttemptRecord, Completion
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
 
 
@@ -85,16 +88,14 @@ def main() -> None:
         database.migrate()
         due = datetime.now(UTC) - timedelta(seconds=1)
         seed(database, opts.jobs, due)
-        definitions, owner = Definitions(), "bench:dbpath"
+        store = DispatchStore(database, "bench:dbpath", history_max_entries=1000)
         profiler = cProfile.Profile() if opts.profile else None
         claims = []
         began = time.process_time()
         if profiler:
             profiler.enable()
         for _ in range(opts.jobs // opts.batch + 2):
-            with database.session() as session:
-                batch = claim_due_jobs(session, owner, datetime.now(UTC), opts.batch, database.dialect == "postgresql",
-                                       definitions)
+            batch = store.claim_due(datetime.now(UTC), opts.batch)
             if not batch:
                 break
             claims += batch
@@ -103,15 +104,16 @@ def main() -> None:
             completions = []
             for claim in claims[start:start + opts.batch]:
                 moment = datetime.now(UTC)
-                entry = {
-                    "history_id": history_id(moment), "start_time": moment, "end_time": moment,
-                    "expected_execution_time": claim.expected_time, "action_name": "MainAction", "status": "Completed",
-                    "message": "Http Action - Response from host '127.0.0.1': '200 OK' Body: ok", "retry_count": 0,
-                    "repeat_count": claim.repeat_count,
-                }
-                completions.append(Completion(claim, entry, True, False, False, False, None))
-            with database.session() as session:
-                complete_occurrences(session, completions, owner, datetime.now(UTC), 1000)
+                attempt = AttemptRecord(
+                    job_id=claim.job_id, history_id=history_id(moment), start_time=moment, end_time=moment,
+                    expected_time=claim.expected_time, action_name=ActionName.MainAction,
+                    status=AttemptStatus.Completed,
+                    message="Http Action - Response from host '127.0.0.1': '200 OK' Body: ok", retry_count=0,
+                    repeat_count=claim.repeat_count, counts_as_execution=True,
+                )
+                completions.append(Completion(claim=claim, attempt=attempt, count_fault=False, faulted=False,
+                                              max_occurrences=None))
+            store.write(completions)
         completed = time.process_time()
         if profiler:
             profiler.disable()

@@ -33,10 +33,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 from sqlalchemy.types import TypeEngine
 
+from scheduler_emulator.domain.states import FINAL_STATES, JobState
 from scheduler_emulator.store.models import DispatcherRow, JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
-
-FINAL_STATES = ("Completed", "Faulted")
-
 
 JOBS = cast(Table, JobRow.__table__)
 COLLECTIONS = cast(Table, JobCollectionRow.__table__)
@@ -80,8 +78,8 @@ def due_jobs(
             and_(
                 JOBS.c.next_execution_time <= (until or now),
                 JOBS.c.lease_owner.is_(None),
-                JOBS.c.state == "Enabled",
-                COLLECTIONS.c.state == "Enabled",
+                JOBS.c.state == JobState.Enabled,
+                COLLECTIONS.c.state == JobState.Enabled,
             ),
             JOBS.c.next_execution_time,
         ),
@@ -155,14 +153,11 @@ class _RowsUpdate:
         rows = _unnest(kinds)
         self.array_statement = update(table).where(table.c.id == rows.c[key]).values(values(rows.c))
 
-    def execute(self, session: Session, rows: list[dict[str, Any]]) -> None:
+    def execute(self, session: Session, rows: list[dict[str, Any]], arrays: bool) -> None:
+        """Run the update for ``rows``; ``arrays``: the database takes the array form (PostgreSQL)."""
         if not rows:
             return
-        if (
-            len(rows) > 1
-            and session.get_bind().dialect.name == "postgresql"
-            and len({row[self.key] for row in rows}) == len(rows)
-        ):
+        if arrays and len(rows) > 1 and len({row[self.key] for row in rows}) == len(rows):
             session.execute(
                 self.array_statement,
                 {name: _pg_array([row[name] for row in rows], kind) for name, kind in self.kinds.items()},
@@ -190,10 +185,10 @@ _MOVE_JOBS = _RowsUpdate(
 )
 
 
-def move_jobs_on(session: Session, moves: list[dict[str, Any]]) -> None:
+def move_jobs_on(session: Session, moves: list[dict[str, Any]], arrays: bool) -> None:
     """Set each claimed job's next due time, occurrence count, pending run request and lease, in one
     executemany UPDATE (keys: job_id, next_time, repeat, run_requested_at, owner)."""
-    _MOVE_JOBS.execute(session, moves)
+    _MOVE_JOBS.execute(session, moves, arrays)
 
 
 def take_over_occurrence(session: Session, job_id: int, owner: str, now: datetime) -> tuple[int, datetime, int] | None:
@@ -259,9 +254,9 @@ _FINISH_JOBS = _RowsUpdate(
 _RELEASE_JOBS = _RowsUpdate(JOBS, "job_id", _COUNTER_KINDS, _counters)
 
 
-def close_occurrences(session: Session, outcomes: list[tuple[int, str]], now: datetime) -> None:
+def close_occurrences(session: Session, outcomes: list[tuple[int, str]], now: datetime, arrays: bool) -> None:
     """Mark occurrences (id, outcome) finished now."""
-    _CLOSE_OCCURRENCES.execute(session, [{"b_id": i, "b_now": now, "b_outcome": o} for i, o in outcomes])
+    _CLOSE_OCCURRENCES.execute(session, [{"b_id": i, "b_now": now, "b_outcome": o} for i, o in outcomes], arrays)
 
 
 def delete_occurrences(session: Session, occurrence_ids: list[int]) -> None:
@@ -309,15 +304,18 @@ def _locked_jobs(session: Session, job_ids: list[int], *columns: Any) -> dict[in
     return {row.id: row for row in rows.all()}
 
 
-def add_history(session: Session, entries: list[tuple[int, dict[str, Any]]]) -> None:
-    """Insert history entries (job id, JobHistoryRow's columns)."""
+def add_history(session: Session, entries: list[tuple[int, dict[str, Any]]], arrays: bool | None = None) -> None:
+    """Insert history entries (job id, JobHistoryRow's columns); ``arrays``: in one statement over arrays
+    (PostgreSQL; default: decided from the session's database, for callers outside the dispatcher)."""
     if not entries:
         return
-    if len(entries) > 1 and session.get_bind().dialect.name == "postgresql":
-        arrays = {"job_id": _pg_array([job_id for job_id, _ in entries], HISTORY.c.job_id.type)}
+    if arrays is None:
+        arrays = session.get_bind().dialect.name == "postgresql"
+    if len(entries) > 1 and arrays:
+        columns = {"job_id": _pg_array([job_id for job_id, _ in entries], HISTORY.c.job_id.type)}
         for name, (kind, default) in _HISTORY_COLUMNS.items():
-            arrays[name] = _pg_array([entry.get(name, default) for _, entry in entries], kind)
-        session.execute(_PG_INSERT_HISTORY, arrays)
+            columns[name] = _pg_array([entry.get(name, default) for _, entry in entries], kind)
+        session.execute(_PG_INSERT_HISTORY, columns)
     else:
         session.execute(insert(HISTORY), [{"job_id": job_id, **entry} for job_id, entry in entries])
 
@@ -334,12 +332,12 @@ _HISTORY_ROWS = _unnest(
 _PG_INSERT_HISTORY = insert(HISTORY).from_select(["job_id", *_HISTORY_COLUMNS], select(*_HISTORY_ROWS.c))
 
 
-def finish_jobs(session: Session, moved: list[dict[str, Any]], released: list[dict[str, Any]]) -> None:
+def finish_jobs(session: Session, moved: list[dict[str, Any]], released: list[dict[str, Any]], arrays: bool) -> None:
     """Write finished occurrences' jobs. ``moved``: counters, lease, next due time and state (keys: job_id,
     owner, next_time, state, finished_at, b_exec, b_fail, b_fault, b_last); ``released``: counters and lease
     only (the job was changed meanwhile)."""
-    _FINISH_JOBS.execute(session, moved)
-    _RELEASE_JOBS.execute(session, released)
+    _FINISH_JOBS.execute(session, moved, arrays)
+    _RELEASE_JOBS.execute(session, released, arrays)
 
 
 WAKE_CHANNEL = "scheduler_emulator_wake"
@@ -380,8 +378,8 @@ def next_wake_time(session: Session, owner: str, now: datetime, ahead: timedelta
         .where(
             JOBS.c.next_execution_time.is_not(None),
             JOBS.c.lease_owner.is_(None),
-            JOBS.c.state == "Enabled",
-            COLLECTIONS.c.state == "Enabled",
+            JOBS.c.state == JobState.Enabled,
+            COLLECTIONS.c.state == JobState.Enabled,
         )
         .order_by(JOBS.c.next_execution_time)
         .limit(1)
@@ -423,13 +421,13 @@ _PG_INSERT_OCCURRENCES = text(
 
 
 def insert_occurrences(
-    session: Session, occurrences: list[tuple[int, datetime, int]], owner: str, now: datetime
+    session: Session, occurrences: list[tuple[int, datetime, int]], owner: str, now: datetime, arrays: bool
 ) -> dict[tuple[int, datetime], int]:
     """Record (job id, expected time, repeat count) occurrences in one statement; one already recorded is
     skipped by the unique key. Returns the new ones' ids by (job id, expected time)."""
     if not occurrences:
         return {}
-    if session.get_bind().dialect.name == "postgresql":
+    if arrays:
         job_ids, times, repeats = (list(column) for column in zip(*occurrences, strict=True))
         found = session.execute(
             _PG_INSERT_OCCURRENCES,
@@ -441,7 +439,7 @@ def insert_occurrences(
                 "now": now,
             },
         )
-        return {(job_id, expected): row_id for row_id, job_id, expected in found.tuples().all()}
+        return {(job_id, expected): row_id for row_id, job_id, expected in found.all()}
     statement = _INSERT_OCCURRENCES[session.get_bind().dialect.name]
     rows = [
         {
@@ -456,7 +454,7 @@ def insert_occurrences(
     ]
     # One statement compiled once, sent as "insertmanyvalues" batches by SQLAlchemy.
     result = session.execute(statement, rows)
-    return {(job_id, expected): row_id for row_id, job_id, expected in result.tuples().all()}
+    return {(job_id, expected): row_id for row_id, job_id, expected in result.all()}
 
 
 def heartbeat(session: Session, owner: str, now: datetime, until: datetime) -> None:

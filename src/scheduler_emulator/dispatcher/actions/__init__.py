@@ -1,14 +1,13 @@
-"""Action types behind one small interface: ``execute(action, context) -> Outcome``."""
+"""Action types behind one small interface: ``execute(payload, context) -> Outcome`` (see firing.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
-
-from scheduler_emulator.schemas.job import ActionBase
+from typing import Protocol, TypeVar
 
 MAX_MESSAGE_BODY_BYTES = 2048
+P = TypeVar("P", contravariant=True)
 
 
 @dataclass(frozen=True)
@@ -29,8 +28,13 @@ class Outcome:
     message: str
 
 
-class ActionRunner(Protocol):
-    async def execute(self, action: ActionBase, context: FireContext) -> Outcome: ...
+class ActionRunner(Protocol[P]):
+    """What every action type offers: run one attempt with the action's payload (``P``: HttpRequest,
+    StorageQueueMessage, a Service Bus message), and close its clients at shutdown."""
+
+    async def execute(self, payload: P, context: FireContext) -> Outcome: ...
+
+    async def close(self) -> None: ...
 
 
 def body_excerpt(content: bytes) -> str:

@@ -25,7 +25,8 @@ from yarl import URL
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import MAX_MESSAGE_BODY_BYTES, FireContext, Outcome, body_excerpt
-from scheduler_emulator.dispatcher.actions.outbound import BlockedTarget, PolicyResolver, literal_refusal
+from scheduler_emulator.dispatcher.actions.outbound import BlockedTarget, literal_refusal
+from scheduler_emulator.dispatcher.actions.session import SharedSession
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.domain.outbound import OutboundPolicy
 from scheduler_emulator.schemas.job import HttpRequest
@@ -48,31 +49,21 @@ def scheduler_headers(context: FireContext) -> dict[str, str]:
 class HttpAction:
     """Sends the job's request; success is a 2xx answer after redirects (at most 5)."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.timeout = aiohttp.ClientTimeout(total=settings.action_timeout)
-        self.verify = ssl.create_default_context()  # honours SSL_CERT_FILE / SSL_CERT_DIR
+    def __init__(self, settings: Settings, shared: SharedSession) -> None:
+        self.shared = shared
+        self.timeout = shared.timeout
+        self.verify = shared.verify
         self.policy = settings.outbound_policy
         self.certificates = ClientCertificates()
         self.tokens = TokenCache(settings.oauth_authority, self.policy)
-        self._session: aiohttp.ClientSession | None = None
         self._urls: dict[str, URL] = {}  # parsed once per URI (aiohttp would parse a string at every request)
 
     def session(self) -> aiohttp.ClientSession:
-        """The process's one session (created in the running loop on first use). Every name it connects to
-        is resolved through the outbound policy; it keeps no cookies (one job's target must not set cookies
-        that another job's request carries)."""
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(
-                limit=0, limit_per_host=0, ssl=self.verify, ttl_dns_cache=60, resolver=PolicyResolver(self.policy)
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector, timeout=self.timeout, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
-            )
-        return self._session
+        """The process's one session (see session.py)."""
+        return self.shared.get()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        """Nothing of its own to close: the shared session is closed by its owner."""
 
     async def execute(self, request: HttpRequest, context: FireContext) -> Outcome:
         url = self._urls.get(request.uri)
@@ -227,53 +218,74 @@ class TokenError(Exception):
 
 class TokenCache:
     """Client-credentials tokens from ``{authority}/{tenant}/oauth2/token``, reused until shortly before
-    they expire."""
+    they expire; the ``MAX_TOKENS`` most recently used are kept (least recently used dropped first)."""
+
+    MAX_TOKENS = 4096
 
     def __init__(self, authority: str, policy: OutboundPolicy) -> None:
         self.authority = authority.rstrip("/")
         self.policy = policy
-        self._tokens: dict[str, tuple[str, float]] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._tokens: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._locks: dict[str, asyncio.Lock] = {}  # one fetch at a time per key; only while a fetch may run
 
     async def token(
         self, session: aiohttp.ClientSession, tenant: str, client_id: str, secret: str, audience: str
     ) -> str:
         key = hashlib.sha256("\0".join((tenant, client_id, secret, audience)).encode()).hexdigest()
+        cached = self._tokens.get(key)
+        if cached is not None and time.monotonic() < cached[1]:
+            self._tokens.move_to_end(key)
+            return cached[0]
         lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            cached = self._tokens.get(key)
-            if cached is not None and time.monotonic() < cached[1]:
-                return cached[0]
-            url = f"{self.authority}/{tenant}/oauth2/token"
-            where = f"could not obtain a token for audience '{audience}' from {url}"
-            if (refusal := literal_refusal(self.policy, URL(url).host)) is not None:
-                raise TokenError(f"{where}: {refusal}")
-            form = {
-                "grant_type": "client_credentials",
-                "client_id": client_id,
-                "client_secret": secret,
-                "resource": audience,
-            }
-            try:
-                async with session.post(url, data=form, allow_redirects=False) as response:
-                    content = await response.read()
-                    status, reason = response.status, response.reason
-            except TimeoutError:
-                raise TokenError(f"{where}: the request timed out") from None
-            except (aiohttp.ClientError, OSError) as exc:
-                raise TokenError(f"{where}: {describe_error(exc, url.startswith('https'))}") from None
-            if status != 200:
-                raise TokenError(f"{where}: '{status} {reason}' Body: {body_excerpt(content)}")
-            try:
-                body = json.loads(content)
-                access_token = str(body["access_token"])
-                lifetime = float(body.get("expires_in", 3600))
-            except (ValueError, KeyError, TypeError):
-                raise TokenError(f"{where}: the answer holds no access_token") from None
-            # Renew shortly before expiry: 5 minutes early, or a tenth of the lifetime for short-lived tokens.
-            margin = min(300.0, lifetime / 10)
-            self._tokens[key] = (access_token, time.monotonic() + lifetime - margin)
-            return access_token
+        try:
+            async with lock:
+                return await self._fetch(session, key, tenant, client_id, secret, audience)
+        finally:
+            # Nobody holds it now: forget it, so the map stays bounded (at worst a caller arriving this instant
+            # fetches a token of its own too).
+            if not lock.locked():
+                self._locks.pop(key, None)
+
+    async def _fetch(
+        self, session: aiohttp.ClientSession, key: str, tenant: str, client_id: str, secret: str, audience: str
+    ) -> str:
+        """A token for ``key``: the cached one if a concurrent fetch just stored it, else a new one."""
+        cached = self._tokens.get(key)
+        if cached is not None and time.monotonic() < cached[1]:
+            return cached[0]
+        url = f"{self.authority}/{tenant}/oauth2/token"
+        where = f"could not obtain a token for audience '{audience}' from {url}"
+        if (refusal := literal_refusal(self.policy, URL(url).host)) is not None:
+            raise TokenError(f"{where}: {refusal}")
+        form = {
+            "grant_type": "client_credentials",
+            "client_id": client_id,
+            "client_secret": secret,
+            "resource": audience,
+        }
+        try:
+            async with session.post(url, data=form, allow_redirects=False) as response:
+                content = await response.read()
+                status, reason = response.status, response.reason
+        except TimeoutError:
+            raise TokenError(f"{where}: the request timed out") from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise TokenError(f"{where}: {describe_error(exc, url.startswith('https'))}") from None
+        if status != 200:
+            raise TokenError(f"{where}: '{status} {reason}' Body: {body_excerpt(content)}")
+        try:
+            body = json.loads(content)
+            access_token = str(body["access_token"])
+            lifetime = float(body.get("expires_in", 3600))
+        except (ValueError, KeyError, TypeError):
+            raise TokenError(f"{where}: the answer holds no access_token") from None
+        # Renew shortly before expiry: 5 minutes early, or a tenth of the lifetime for short-lived tokens.
+        margin = min(300.0, lifetime / 10)
+        self._tokens[key] = (access_token, time.monotonic() + lifetime - margin)
+        self._tokens.move_to_end(key)
+        while len(self._tokens) > self.MAX_TOKENS:
+            self._tokens.popitem(last=False)
+        return access_token
 
 
 def describe_error(exc: BaseException, tls: bool = False) -> str:

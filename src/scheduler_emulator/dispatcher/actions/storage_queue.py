@@ -39,6 +39,7 @@ from azure.core.pipeline.transport import AioHttpTransport, AsyncHttpTransport
 from azure.storage.queue.aio import QueueClient
 
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
+from scheduler_emulator.dispatcher.actions.session import SharedSession
 from scheduler_emulator.schemas.job import StorageQueueMessage
 
 PREFIX = "StorageQueue Action - "
@@ -147,10 +148,12 @@ class _SharedTransport(AsyncHttpTransport[Any, Any]):
 class StorageQueueAction:
     """Puts the job's message on a storage queue."""
 
-    def __init__(self, endpoints: dict[str, str], timeout: float) -> None:
+    def __init__(self, endpoints: dict[str, str], timeout: float, shared: SharedSession | None = None) -> None:
+        """``shared``: the process's one session (see session.py); without it the action opens and owns one."""
         self.endpoints = {name.lower(): url.rstrip("/") for name, url in endpoints.items()}
         self.timeout = timeout
-        self._session: aiohttp.ClientSession | None = None
+        self.shared = shared
+        self._session: aiohttp.ClientSession | None = None  # its own, when no shared session was given
         self._transport: AioHttpTransport | None = None
         self._clients: OrderedDict[tuple[str, str, str], QueueClient] = OrderedDict()
 
@@ -223,14 +226,17 @@ class StorageQueueAction:
 
     def _shared_transport(self) -> AioHttpTransport:
         if self._transport is None:
-            self._session = aiohttp.ClientSession(
-                cookie_jar=aiohttp.DummyCookieJar(),
-                auto_decompress=False,
-                trust_env=False,
-                connector=aiohttp.TCPConnector(limit=200),
-            )
+            if self.shared is not None:
+                session = self.shared.get()  # azure-core decompresses itself only when the session does not
+            else:
+                session = self._session = aiohttp.ClientSession(
+                    cookie_jar=aiohttp.DummyCookieJar(),
+                    auto_decompress=False,
+                    trust_env=False,
+                    connector=aiohttp.TCPConnector(limit=200),
+                )
             self._transport = AioHttpTransport(
-                session=self._session,
+                session=session,
                 session_owner=False,
                 use_env_settings=False,
                 connection_timeout=min(CONNECT_TIMEOUT, self.timeout),

@@ -1,5 +1,5 @@
 """Wake-ups across processes: PostgreSQL LISTEN on the channel API writes NOTIFY (see
-store.dispatching.announce_change). The dispatcher's polling stays as the fallback."""
+dispatching.announce_change). The dispatcher's polling stays as the fallback."""
 
 from __future__ import annotations
 

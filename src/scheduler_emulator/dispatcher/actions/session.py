@@ -1,0 +1,39 @@
+"""The process's one aiohttp session, shared by every action that speaks HTTP (the Http/Https action, and the
+Storage Queue SDK's transport): one connection pool, one resolver — every name resolved through the outbound
+policy (see outbound.py) — and no cookie jar, so one job's target cannot set cookies another job's request
+carries. (Service Bus speaks AMQP over its own connections: it has no use for it.)"""
+
+from __future__ import annotations
+
+import ssl
+
+import aiohttp
+
+from scheduler_emulator.dispatcher.actions.outbound import PolicyResolver
+from scheduler_emulator.domain.outbound import OutboundPolicy
+
+
+class SharedSession:
+    """Creates the session in the running loop on first use (aiohttp needs one), and closes it once."""
+
+    def __init__(self, policy: OutboundPolicy, timeout: float) -> None:
+        self.policy = policy
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self.verify = ssl.create_default_context()  # honours SSL_CERT_FILE / SSL_CERT_DIR
+        self._session: aiohttp.ClientSession | None = None
+
+    def get(self) -> aiohttp.ClientSession:
+        """The session; a request may set its own ``ssl`` (a client certificate) and ``timeout``."""
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=0, limit_per_host=0, ssl=self.verify, ttl_dns_cache=60, resolver=PolicyResolver(self.policy)
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=self.timeout, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        self._session = None

@@ -1,0 +1,430 @@
+"""The dispatcher's store port: everything the dispatcher asks of the database, in one class whose methods
+state their contracts (after APScheduler 4's ``abc.DataStore``). The dialect's capabilities are decided once,
+when the store is built; the SQL itself lives in store/dispatching.py, each statement defined once.
+
+Terms used by the contracts:
+
+- *due*: a job is due when it is Enabled, its collection is Enabled and its next execution time is at or
+  before the given instant; a POST .../run makes a job due at once (a *manual* occurrence), whatever its state.
+- *occurrence*: one run of a job at one expected time, recorded under a unique (job, expected time) key, so
+  it cannot be recorded — nor fired — twice, by this process or another.
+- *lease*: a claimed job carries its owner's name. An owner holds its leases for as long as it is alive, i.e.
+  as long as its heartbeat is not older than its lease length; one heartbeat renews all its leases. A lease
+  whose owner is no longer alive (or signed off) is *abandoned*: the next claim takes its occurrence over.
+- *complete*: an occurrence's last attempt is in history, the job's counters moved, the occurrence closed, the
+  job's schedule and state moved on (unless an API write changed the job meanwhile) and the lease released —
+  in one transaction.
+
+Every method is synchronous and opens its own transaction: the dispatcher runs them in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from scheduler_emulator.domain import recurrence as rec
+from scheduler_emulator.domain.clock import Clock
+from scheduler_emulator.domain.due import Skipped, due_occurrence
+from scheduler_emulator.domain.occurrences import Finish, finish_occurrence, is_series_instant
+from scheduler_emulator.domain.states import JobState, OccurrenceOutcome
+from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties
+from scheduler_emulator.store import dispatching as sql
+from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.dispatch_records import Abandon, AttemptRecord, Claim, Completion, JobStatus, Write
+from scheduler_emulator.store.wakeups import PostgresWakeups
+
+__all__ = ["DispatchStore", "Finish"]
+
+
+class DispatchStore:
+    """One dispatcher's view of the database, as ``owner``: the name its leases and heartbeat carry."""
+
+    def __init__(
+        self,
+        database: Database,
+        owner: str,
+        *,
+        clock: Clock | None = None,
+        history_max_entries: int = 1000,
+        definitions_cache: int = 20_000,
+    ) -> None:
+        self.database = database
+        self.owner = owner
+        self.clock = clock or Clock()
+        self.history_max_entries = history_max_entries
+        self._definitions = _Definitions(definitions_cache)
+        postgresql = database.dialect == "postgresql"
+        # Capabilities, decided once. SQLite has one writer at a time (its lock serialises claims) and no
+        # LISTEN; PostgreSQL has row locks to skip, arrays that turn a batch into one statement, and NOTIFY.
+        self.skip_locked = postgresql
+        self.arrays = postgresql
+        self.listens = postgresql
+
+    # -- claiming -------------------------------------------------------------------------------------
+
+    def claim_due(self, now: datetime, limit: int, until: datetime | None = None) -> list[Claim]:
+        """Lease up to ``limit`` jobs and record the occurrence each will run, earliest first, in one
+        transaction committed before this returns (the caller fires after; no lock is held across network I/O).
+        Claimed, in this order: occurrences abandoned by a dispatcher that is no longer alive (resumed), run
+        requests (manual), and jobs due by ``until`` (default ``now``; later than ``now`` claims ahead — the
+        caller waits for each claim's ``expected_time``). A job due for several instants since it last ran
+        claims only the latest; the others are in ``Claim.skipped``. An occurrence already recorded (by another
+        dispatcher) is not claimed again."""
+        until = until or now
+        with self.database.session() as session:
+            decisions = [
+                decision
+                for row in sql.due_jobs(session, now, limit, self.skip_locked, self.owner, until)
+                if (decision := self._decide(session, row, now, until)) is not None
+            ]
+            new = [d for d in decisions if d.occurrence_id is None]
+            inserted = sql.insert_occurrences(
+                session, [(d.row.id, d.expected, d.repeat) for d in new], self.owner, now, self.arrays
+            )
+            ids = [
+                d.occurrence_id if d.occurrence_id is not None else inserted.get((d.row.id, d.expected))
+                for d in decisions
+            ]
+            sql.move_jobs_on(
+                session,
+                [
+                    {
+                        "job_id": d.row.id,
+                        "next_time": d.next_time,
+                        "repeat": d.repeat if not d.resumed else d.row.repeat_count,
+                        "run_requested_at": d.run_requested_at,
+                        "owner": self.owner if occurrence_id is not None else None,
+                    }
+                    for d, occurrence_id in zip(decisions, ids, strict=True)
+                ],
+                self.arrays,
+            )
+            return [
+                Claim(
+                    job_id=d.row.id,
+                    occurrence_id=occurrence_id,
+                    version=d.row.version,
+                    expected_time=d.expected,
+                    repeat_count=d.repeat,
+                    skipped=d.skipped,
+                    properties=d.properties,
+                    timing=d.timing,
+                    job_name=d.row.name,
+                    collection_name=d.row.collection_name,
+                    region=d.row.location,
+                    sku=d.row.sku,
+                    collection_properties=d.row.collection_properties,
+                    manual=d.manual,
+                    resumed=d.resumed,
+                    executions=d.row.execution_count,
+                    next_time=d.next_time,
+                    origin=d.row.series_origin,
+                )
+                for d, occurrence_id in zip(decisions, ids, strict=True)
+                if occurrence_id is not None  # else: already recorded (fired) by another dispatcher
+            ]
+
+    def _decide(self, session: Session, row: Any, now: datetime, until: datetime) -> _Decision | None:
+        """Which occurrence the job runs now, and where its schedule moves; None when it has nothing to run."""
+        properties, timing = self._definitions.get(row.id, row.version, row.definition)
+        if row.lease_owner is not None:  # its dispatcher's heartbeat stopped: take over what it left running
+            occurrence = sql.take_over_occurrence(session, row.id, self.owner, now)
+            if occurrence is None:
+                sql.move_jobs_on(
+                    session,
+                    [
+                        {
+                            "job_id": row.id,
+                            "next_time": row.next_execution_time,
+                            "repeat": row.repeat_count,
+                            "run_requested_at": row.run_requested_at,
+                            "owner": None,
+                        }
+                    ],
+                    self.arrays,
+                )
+                return None
+            occurrence_id, expected, repeat = occurrence
+            # A scheduled occurrence is an instant of the series (next_execution_time has moved past it
+            # already); a POST .../run is not.
+            return _Decision(
+                row=row,
+                properties=properties,
+                timing=timing,
+                expected=expected,
+                repeat=repeat,
+                skipped=Skipped(),
+                manual=not is_series_instant(timing, row.series_origin, expected),
+                next_time=row.next_execution_time,
+                run_requested_at=row.run_requested_at,
+                occurrence_id=occurrence_id,
+                resumed=True,
+            )
+        if (
+            row.next_execution_time is not None
+            and row.next_execution_time <= until
+            and row.state == JobState.Enabled
+            and row.collection_state == JobState.Enabled
+        ):
+            moment = max(now, row.next_execution_time)  # claimed ahead: the occurrence due then
+            due = due_occurrence(timing, row.series_origin, row.next_execution_time, moment)
+            return _Decision(
+                row=row,
+                properties=properties,
+                timing=timing,
+                expected=due.expected,
+                repeat=row.repeat_count + 1,
+                skipped=due.skipped,
+                manual=False,
+                next_time=due.following,
+                run_requested_at=row.run_requested_at,
+            )
+        if row.run_requested_at is not None:
+            return _Decision(
+                row=row,
+                properties=properties,
+                timing=timing,
+                expected=row.run_requested_at,
+                repeat=row.repeat_count + 1,
+                skipped=Skipped(),
+                manual=True,
+                next_time=row.next_execution_time,
+                run_requested_at=None,
+            )
+        return None
+
+    def job_status(self, job_id: int) -> JobStatus | None:
+        """The job's definition version and states (its own, its collection's); None when it is gone. An
+        occurrence claimed ahead fires only if its job is still the one claimed."""
+        with self.database.session() as session:
+            row = sql.still_current(session, job_id)
+        if row is None:
+            return None
+        return JobStatus(
+            version=row.version, state=JobState(row.state), collection_state=JobState(row.collection_state)
+        )
+
+    # -- recording ------------------------------------------------------------------------------------
+
+    def write(self, writes: Sequence[Write]) -> list[bool | Finish | None]:
+        """Apply ``writes`` in one transaction and return each one's result, in order: for an AttemptRecord,
+        whether its job still exists (a deleted job's attempt is not recorded); for a Completion, what
+        :meth:`complete` returns; for an Abandon, None. Attempts and abandons apply in the order given,
+        then the completions together."""
+        results: list[bool | Finish | None] = [None] * len(writes)
+        completions: list[int] = []
+        with self.database.session() as session:
+            for index, item in enumerate(writes):
+                if isinstance(item, AttemptRecord):
+                    results[index] = self._record_attempt(session, item)
+                elif isinstance(item, Abandon):
+                    self._abandon(session, item.claims)
+                else:
+                    completions.append(index)
+            if completions:
+                finished = self._complete(session, [writes[i] for i in completions])  # type: ignore[misc]
+                for index, finish in zip(completions, finished, strict=True):
+                    results[index] = finish
+        return results
+
+    def record_attempt(self, attempt: AttemptRecord) -> bool:
+        """Add one history entry and move its job's counters (see AttemptRecord); False when the job was
+        deleted (nothing is recorded then)."""
+        return bool(self.write([attempt])[0])
+
+    def complete(self, completions: Sequence[Completion]) -> list[Finish | None]:
+        """Complete occurrences (see the module's docstring): each one's last attempt recorded, occurrence
+        closed as Completed or Faulted, instants that came due meanwhile skipped, the job moved to Completed or
+        Faulted when its series is over, its lease released. The job's schedule is computed from the claim —
+        unless an API write changed the job meanwhile, then that write stands. None for a job deleted
+        meanwhile. A handful of statements for the whole batch."""
+        with self.database.session() as session:
+            return self._complete(session, completions)
+
+    def abandon(self, claims: Sequence[Claim]) -> None:
+        """Hand back occurrences claimed that will not run, as if they had never been claimed: the occurrence
+        record goes, the lease is released and, when the definition is unchanged, the job is due at that
+        instant again (a manual occurrence becomes a run request again)."""
+        self.write([Abandon(claims=tuple(claims))])
+
+    def _record_attempt(self, session: Session, attempt: AttemptRecord) -> bool:
+        if attempt.add_fault:
+            sql.add_faulted(session, attempt.job_id)
+        return sql.record_attempt(
+            session, attempt.job_id, attempt.columns(), attempt.counts_as_execution, attempt.failed
+        )
+
+    def _abandon(self, session: Session, claims: Sequence[Claim]) -> None:
+        if not claims:
+            return
+        sql.delete_occurrences(session, [c.occurrence_id for c in claims])
+        jobs = sql.jobs_to_restore(session, [c.job_id for c in claims])
+        restores = []
+        for claim in claims:
+            job = jobs.get(claim.job_id)
+            if job is None:
+                continue
+            values: dict[str, Any] = {
+                "job_id": claim.job_id,
+                "owner": None if job.lease_owner == self.owner else job.lease_owner,
+                "next_time": job.next_execution_time,
+                "repeat": job.repeat_count,
+                "run_requested_at": job.run_requested_at,
+            }
+            if claim.manual:
+                values["run_requested_at"] = job.run_requested_at or claim.expected_time
+            elif job.version == claim.version and not claim.resumed:
+                values["next_time"] = claim.expected_time
+                values["repeat"] = claim.repeat_count - 1
+            restores.append(values)
+        sql.move_jobs_on(session, restores, self.arrays)
+
+    def _complete(self, session: Session, completions: Sequence[Completion]) -> list[Finish | None]:
+        now = self.clock.now()
+        jobs = sql.jobs_to_finish(session, [c.claim.job_id for c in completions])
+        sql.add_history(
+            session,
+            [
+                (c.claim.job_id, c.attempt.columns())
+                for c in completions
+                if c.attempt is not None and c.claim.job_id in jobs
+            ],
+            self.arrays,
+        )
+        sql.close_occurrences(
+            session,
+            [
+                (c.claim.occurrence_id, OccurrenceOutcome.Faulted if c.faulted else OccurrenceOutcome.Completed)
+                for c in completions
+            ],
+            now,
+            self.arrays,
+        )
+        results: list[Finish | None] = []
+        moved: list[dict[str, Any]] = []
+        released: list[dict[str, Any]] = []
+        for completion in completions:
+            claim = completion.claim
+            job = jobs.get(claim.job_id)
+            if job is None:
+                results.append(None)
+                continue
+            finish = finish_occurrence(
+                timing=claim.timing,
+                origin=claim.origin,
+                next_time=claim.next_time,
+                now=now,
+                repeat_count=claim.repeat_count,
+                max_occurrences=completion.max_occurrences,
+                manual=claim.manual,
+                faulted=completion.faulted,
+                still_current=job.version == claim.version and job.state == JobState.Enabled,
+            )
+            attempt = completion.attempt if completion.attempt and completion.attempt.counts_as_execution else None
+            values: dict[str, Any] = {
+                "job_id": claim.job_id,
+                "owner": None if job.lease_owner == self.owner else job.lease_owner,
+                "b_exec": int(attempt is not None),
+                "b_fail": int(attempt is not None and attempt.failed),
+                "b_fault": int(completion.count_fault),
+                "b_last": attempt.start_time if attempt is not None else None,
+            }
+            if finish.schedule_moves:
+                values["next_time"] = finish.next_time
+                values["state"] = finish.state or job.state
+                values["finished_at"] = now if finish.state is not None else None
+                moved.append(values)
+            else:
+                released.append(values)
+            results.append(finish)
+            if claim.executions + 1 >= self.history_max_entries // 2:  # only long-lived jobs can outgrow it
+                sql.prune_job_history(session, claim.job_id, self.history_max_entries)
+        sql.finish_jobs(session, moved, released, self.arrays)
+        return results
+
+    # -- liveness -------------------------------------------------------------------------------------
+
+    def heartbeat(self, now: datetime, until: datetime) -> None:
+        """Register this owner as alive until ``until`` (first call) or extend it: one single-row write that
+        renews every lease the owner holds, whatever their number."""
+        with self.database.session() as session:
+            sql.heartbeat(session, self.owner, now, until)
+
+    def sign_off(self) -> None:
+        """Forget this owner: the leases it still holds are abandoned at once (another dispatcher, or this
+        one's next start, takes their occurrences over)."""
+        with self.database.session() as session:
+            sql.sign_off(session, self.owner)
+
+    # -- sleeping and waking --------------------------------------------------------------------------
+
+    def next_wake_time(self, now: datetime, ahead: timedelta = timedelta(0)) -> datetime | None:
+        """The earliest instant at which a claim could find something: a job's next execution time less
+        ``ahead``, a pending run request, or another owner's heartbeat running out. None: nothing scheduled."""
+        with self.database.session() as session:
+            return sql.next_wake_time(session, self.owner, now, ahead)
+
+    def wakeups(self, on_wake: Callable[[], None]) -> PostgresWakeups | None:
+        """A listener calling ``on_wake`` whenever another process announces a change (PostgreSQL's LISTEN);
+        None where the database cannot announce (SQLite: its one process wakes its dispatcher in-process)."""
+        return PostgresWakeups(self.database.url, on_wake) if self.listens else None
+
+    # -- housekeeping ---------------------------------------------------------------------------------
+
+    def prune(
+        self,
+        *,
+        history_max_entries: int,
+        history_before: datetime,
+        finished_before: datetime,
+        occurrences_before: datetime,
+    ) -> None:
+        """Retention: history past the newest ``history_max_entries`` of each job or older than
+        ``history_before`` goes; Completed and Faulted jobs that finished before ``finished_before`` go with
+        their history; finished occurrence records claimed before ``occurrences_before`` go, and so do owners
+        whose heartbeat ran out before then and who hold no lease."""
+        with self.database.session() as session:
+            sql.prune_history(session, history_max_entries, history_before)
+            sql.prune_finished(session, finished_before, occurrences_before)
+
+
+@dataclass(slots=True, kw_only=True)  # not frozen: private to this module, and frozen costs µs per claim
+class _Decision:
+    """What a claim does to one due job (see DispatchStore._decide)."""
+
+    row: Any  # the job row joined with its collection (dispatching.due_jobs)
+    properties: JobProperties
+    timing: rec.Timing
+    expected: datetime
+    repeat: int
+    skipped: Skipped
+    manual: bool
+    next_time: datetime | None
+    run_requested_at: datetime | None
+    occurrence_id: int | None = None  # set for a resumed occurrence; new ones get theirs on insert
+    resumed: bool = False
+
+
+class _Definitions:
+    """Parsed job definitions and their schedules by (job id, version): a definition is parsed once, not at
+    every fire."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._parsed: OrderedDict[tuple[int, int], tuple[JobProperties, rec.Timing]] = OrderedDict()
+
+    def get(self, job_id: int, version: int, definition: dict[str, Any]) -> tuple[JobProperties, rec.Timing]:
+        key = (job_id, version)
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            properties = JobDefinitionIn.model_validate({"properties": definition}).properties
+            parsed = self._parsed[key] = (properties, properties.timing())
+            if len(self._parsed) > self.size:
+                self._parsed.popitem(last=False)
+        return parsed

@@ -1,0 +1,310 @@
+"""The dispatcher's store port (store/dispatch_port.py: DispatchStore), driven directly: the same contract on
+SQLite and on PostgreSQL. Time is passed in (and a fixed clock object for completions): no sleeps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import delete, select, update
+
+from scheduler_emulator.domain.states import ActionName, AttemptStatus, JobState
+from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.dispatch_port import DispatchStore
+from scheduler_emulator.store.dispatch_records import AttemptRecord, Claim, Completion
+from scheduler_emulator.store.models import JobHistoryRow, JobRow, OccurrenceRow
+from tests.dispatch_support import BACKENDS, T0, SetClock, add_collection, add_job, scratch_database
+
+LEASE = timedelta(seconds=30)
+
+
+@dataclass
+class World:
+    database: Database
+    clock: SetClock
+
+    def store(self, owner: str) -> DispatchStore:
+        store = DispatchStore(self.database, owner, clock=self.clock, history_max_entries=10)
+        store.heartbeat(self.clock.now(), self.clock.now() + LEASE)
+        return store
+
+    def collection(self, state: str = "Enabled") -> int:
+        return add_collection(self.database, f"c{state}", state)
+
+    def job(
+        self, collection_id: int, name: str, due: datetime | None, every_minute: bool = False, **columns: Any
+    ) -> int:
+        recurrence = {"frequency": "Minute", "interval": 1} if every_minute else None
+        return add_job(self.database, collection_id, name, due, recurrence=recurrence, **columns)
+
+    def read(self, job_id: int) -> Any:
+        with self.database.session() as session:
+            return session.execute(select(JobRow).where(JobRow.id == job_id)).scalar_one_or_none()
+
+    def history(self, job_id: int) -> list[Any]:
+        with self.database.session() as session:
+            return list(session.scalars(select(JobHistoryRow).where(JobHistoryRow.job_id == job_id)))
+
+    def update(self, job_id: int, **values: Any) -> None:
+        with self.database.session() as session:
+            session.execute(update(JobRow).where(JobRow.id == job_id).values(**values))
+
+
+@pytest.fixture(params=BACKENDS)
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
+    with scratch_database(request.param, tmp_path) as database:
+        yield World(database, SetClock(T0))
+
+
+def attempt_for(claim: Claim, moment: datetime, succeeded: bool = True) -> AttemptRecord:
+    return AttemptRecord(
+        job_id=claim.job_id,
+        history_id=f"h{claim.occurrence_id}",
+        start_time=moment,
+        end_time=moment,
+        expected_time=claim.expected_time,
+        action_name=ActionName.MainAction,
+        status=AttemptStatus.Completed if succeeded else AttemptStatus.Failed,
+        message="ok" if succeeded else "failed",
+        retry_count=0,
+        repeat_count=claim.repeat_count,
+        counts_as_execution=True,
+        failed=not succeeded,
+    )
+
+
+def completion_for(claim: Claim, moment: datetime, succeeded: bool = True) -> Completion:
+    return Completion(
+        claim=claim,
+        attempt=attempt_for(claim, moment, succeeded),
+        count_fault=not succeeded,
+        faulted=not succeeded,
+        max_occurrences=None,
+    )
+
+
+def test_claim_due_takes_only_enabled_jobs_due_by_now(world: World) -> None:
+    enabled, disabled = world.collection(), world.collection("Disabled")
+    due = world.job(enabled, "due", T0 - timedelta(seconds=5))
+    world.job(enabled, "later", T0 + timedelta(minutes=5))
+    world.job(enabled, "off", T0 - timedelta(seconds=5), state="Disabled")
+    world.job(disabled, "in-disabled-collection", T0 - timedelta(seconds=5))
+    world.job(enabled, "done", None, state="Completed")
+
+    claims = world.store("a").claim_due(T0, limit=10)
+
+    assert [c.job_id for c in claims] == [due]
+    claim = claims[0]
+    assert claim.expected_time == T0 - timedelta(seconds=5)
+    assert claim.repeat_count == 1 and not claim.manual and not claim.resumed
+    assert world.read(due).lease_owner == "a"
+
+
+def test_claim_ahead_takes_jobs_due_by_until(world: World) -> None:
+    job = world.job(world.collection(), "soon", T0 + timedelta(seconds=2))
+    store = world.store("a")
+    assert store.claim_due(T0, limit=10) == []
+    claims = store.claim_due(T0, limit=10, until=T0 + timedelta(seconds=3))
+    assert [(c.job_id, c.expected_time) for c in claims] == [(job, T0 + timedelta(seconds=2))]
+
+
+def test_a_claimed_occurrence_is_not_claimed_twice(world: World) -> None:
+    world.job(world.collection(), "once", T0 - timedelta(seconds=1))
+    first, second = world.store("a"), world.store("b")
+    assert len(first.claim_due(T0, limit=10)) == 1
+    assert first.claim_due(T0, limit=10) == []
+    assert second.claim_due(T0 + timedelta(seconds=1), limit=10) == []  # "a" is alive: its lease holds
+
+
+def test_an_expired_lease_lets_another_owner_take_the_occurrence_over(world: World) -> None:
+    job = world.job(world.collection(), "taken-over", T0 - timedelta(seconds=1))
+    (claim,) = world.store("a").claim_due(T0, limit=10)
+    later = T0 + LEASE + timedelta(seconds=1)  # "a" sent no heartbeat since
+    world.clock.moment = later
+    taker = world.store("b")
+
+    (resumed,) = taker.claim_due(later, limit=10)
+
+    assert resumed.occurrence_id == claim.occurrence_id and resumed.resumed
+    assert resumed.expected_time == claim.expected_time
+    assert world.read(job).lease_owner == "b"
+
+
+def test_sign_off_abandons_leases_at_once(world: World) -> None:
+    world.job(world.collection(), "signed-off", T0 - timedelta(seconds=1))
+    first, second = world.store("a"), world.store("b")
+    (claim,) = first.claim_due(T0, limit=10)
+    first.sign_off()
+    (resumed,) = second.claim_due(T0, limit=10)
+    assert resumed.occurrence_id == claim.occurrence_id
+
+
+def test_complete_records_history_counters_and_final_state(world: World) -> None:
+    job = world.job(world.collection(), "one-time", T0 - timedelta(seconds=1))
+    store = world.store("a")
+    (claim,) = store.claim_due(T0, limit=10)
+    world.clock.moment = T0 + timedelta(seconds=1)
+
+    (finish,) = store.complete([completion_for(claim, T0)])
+
+    assert finish is not None and finish.state == JobState.Completed and finish.next_time is None
+    row = world.read(job)
+    assert (row.state, row.execution_count, row.failure_count, row.lease_owner) == ("Completed", 1, 0, None)
+    assert row.last_execution_time == T0 and row.finished_at == T0 + timedelta(seconds=1)
+    [entry] = world.history(job)
+    assert (entry.status, entry.action_name, entry.expected_execution_time) == (
+        "Completed",
+        "MainAction",
+        claim.expected_time,
+    )
+    with world.database.session() as session:
+        occurrence = session.execute(select(OccurrenceRow).where(OccurrenceRow.id == claim.occurrence_id)).scalar_one()
+    assert occurrence.outcome == "Completed" and occurrence.finished_at == T0 + timedelta(seconds=1)
+
+
+def test_a_failed_one_time_job_faults(world: World) -> None:
+    job = world.job(world.collection(), "fails", T0 - timedelta(seconds=1))
+    store = world.store("a")
+    (claim,) = store.claim_due(T0, limit=10)
+    (finish,) = store.complete([completion_for(claim, T0, succeeded=False)])
+    assert finish is not None and finish.state == JobState.Faulted
+    row = world.read(job)
+    assert (row.state, row.execution_count, row.failure_count, row.faulted_count) == ("Faulted", 1, 1, 1)
+
+
+def test_complete_moves_a_recurring_job_on_and_skips_what_came_due_meanwhile(world: World) -> None:
+    job = world.job(world.collection(), "every-minute", T0, every_minute=True)
+    store = world.store("a")
+    (claim,) = store.claim_due(T0, limit=10)
+    assert claim.next_time == T0 + timedelta(minutes=1)
+    world.clock.moment = T0 + timedelta(minutes=2, seconds=30)  # the occurrence ran long
+
+    (finish,) = store.complete([completion_for(claim, T0)])
+
+    assert finish is not None and finish.state is None
+    assert finish.next_time == T0 + timedelta(minutes=3)
+    assert finish.postponed.count == 2 and finish.postponed.first == T0 + timedelta(minutes=1)
+    row = world.read(job)
+    assert (row.state, row.next_execution_time, row.lease_owner) == ("Enabled", T0 + timedelta(minutes=3), None)
+
+
+def test_an_api_write_during_the_occurrence_stands(world: World) -> None:
+    job = world.job(world.collection(), "patched", T0, every_minute=True)
+    store = world.store("a")
+    (claim,) = store.claim_due(T0, limit=10)
+    world.update(job, version=2, next_execution_time=T0 + timedelta(hours=1))
+    (finish,) = store.complete([completion_for(claim, T0)])
+    assert finish is not None and not finish.schedule_moves
+    row = world.read(job)
+    assert (row.next_execution_time, row.execution_count, row.lease_owner) == (T0 + timedelta(hours=1), 1, None)
+
+
+def test_complete_of_a_deleted_job_is_none(world: World) -> None:
+    job = world.job(world.collection(), "deleted", T0)
+    store = world.store("a")
+    (claim,) = store.claim_due(T0, limit=10)
+    with world.database.session() as session:
+        session.execute(delete(OccurrenceRow).where(OccurrenceRow.job_id == job))
+        session.execute(delete(JobRow).where(JobRow.id == job))
+    assert store.complete([completion_for(claim, T0)]) == [None]
+    assert store.record_attempt(attempt_for(claim, T0)) is False
+
+
+def test_record_attempt_adds_history_and_moves_counters(world: World) -> None:
+    job = world.job(world.collection(), "retried", T0)
+    store = world.store("a")
+    (claim,) = store.claim_due(T0, limit=10)
+    assert store.record_attempt(attempt_for(claim, T0, succeeded=False)) is True
+    row = world.read(job)
+    assert (row.execution_count, row.failure_count, row.lease_owner) == (1, 1, "a")
+    assert [h.status for h in world.history(job)] == ["Failed"]
+
+
+def test_abandon_hands_the_occurrence_back_as_never_claimed(world: World) -> None:
+    job = world.job(world.collection(), "handed-back", T0 + timedelta(seconds=2))
+    store = world.store("a")
+    (claim,) = store.claim_due(T0, limit=10, until=T0 + timedelta(seconds=3))
+
+    store.abandon([claim])
+
+    row = world.read(job)
+    assert (row.next_execution_time, row.repeat_count, row.lease_owner) == (T0 + timedelta(seconds=2), 0, None)
+    (again,) = world.store("b").claim_due(T0 + timedelta(seconds=2), limit=10)
+    assert again.expected_time == claim.expected_time and again.repeat_count == 1
+
+
+def test_abandoning_a_manual_run_makes_it_a_run_request_again(world: World) -> None:
+    job = world.job(world.collection(), "run-now", None, run_requested_at=T0)
+    store = world.store("a")
+    (claim,) = store.claim_due(T0, limit=10)
+    assert claim.manual and world.read(job).run_requested_at is None
+    store.abandon([claim])
+    assert world.read(job).run_requested_at == T0
+
+
+def test_job_status_sees_changes_and_deletion(world: World) -> None:
+    job = world.job(world.collection(), "status", T0)
+    store = world.store("a")
+    status = store.job_status(job)
+    assert status is not None and (status.version, status.state, status.collection_state) == (
+        1,
+        JobState.Enabled,
+        JobState.Enabled,
+    )
+    world.update(job, state="Disabled")
+    status = store.job_status(job)
+    assert status is not None and status.state == JobState.Disabled
+    assert store.job_status(job + 1000) is None
+
+
+def test_next_wake_time(world: World) -> None:
+    collection = world.collection()
+    store = world.store("a")
+    assert store.next_wake_time(T0) is None
+    world.job(collection, "later", T0 + timedelta(minutes=5))
+    world.job(collection, "off", T0 + timedelta(minutes=1), state="Disabled")
+    assert store.next_wake_time(T0) == T0 + timedelta(minutes=5)
+    assert store.next_wake_time(T0, ahead=timedelta(seconds=10)) == T0 + timedelta(minutes=4, seconds=50)
+    world.job(collection, "run-now", None, run_requested_at=T0 + timedelta(seconds=3))
+    assert store.next_wake_time(T0) == T0 + timedelta(seconds=3)
+
+
+def test_next_wake_time_includes_another_owners_heartbeat_running_out(world: World) -> None:
+    world.store("other")  # alive until T0 + LEASE
+    assert world.store("a").next_wake_time(T0) == T0 + LEASE
+
+
+def test_prune_drops_old_history_and_long_finished_jobs(world: World) -> None:
+    collection = world.collection()
+    old = world.job(collection, "old", None, state="Completed", finished_at=T0 - timedelta(days=10))
+    recent = world.job(collection, "recent", None, state="Completed", finished_at=T0 - timedelta(hours=1))
+    busy = world.job(collection, "busy", T0 + timedelta(days=1))
+    with world.database.session() as session:
+        for job_id, count in ((old, 1), (recent, 1), (busy, 5)):
+            for i in range(count):
+                moment = T0 - timedelta(days=40 if i == 0 and job_id == busy else 0, minutes=count - i)
+                session.add(
+                    JobHistoryRow(
+                        job_id=job_id,
+                        history_id=f"h{job_id}-{i}",
+                        start_time=moment,
+                        end_time=moment,
+                        action_name="MainAction",
+                        status="Completed",
+                    )
+                )
+
+    world.store("a").prune(
+        history_max_entries=3,
+        history_before=T0 - timedelta(days=30),
+        finished_before=T0 - timedelta(days=1),
+        occurrences_before=T0 - timedelta(days=1),
+    )
+
+    assert world.read(old) is None and world.read(recent) is not None
+    assert world.history(old) == [] and len(world.history(recent)) == 1
+    assert sorted(h.history_id for h in world.history(busy)) == [f"h{busy}-{i}" for i in (2, 3, 4)]
