@@ -153,8 +153,8 @@ class StorageQueueAction:
         self.endpoints = {name.lower(): url.rstrip("/") for name, url in endpoints.items()}
         self.timeout = timeout
         self.shared = shared
-        self._session: aiohttp.ClientSession | None = None  # its own, when no shared session was given
-        self._transport: AioHttpTransport | None = None
+        self._session: aiohttp.ClientSession | None = None  # its own: operator-mapped endpoints, or no shared one
+        self._transports: dict[bool, AioHttpTransport] = {}  # by "checked by the outbound policy"
         self._clients: OrderedDict[tuple[str, str, str], QueueClient] = OrderedDict()
 
     def endpoint_for(self, account: str) -> str | None:
@@ -182,7 +182,7 @@ class StorageQueueAction:
             return Outcome(False, f"{PREFIX}the job's sasToken for {where} is empty")
         try:
             async with asyncio.timeout(self.timeout):
-                client = self._client(endpoint, queue, sas)
+                client = self._client(endpoint, queue, sas, mapped=account.lower() in self.endpoints)
                 sent = await client.send_message(envelope(message.message, context))
         except TimeoutError:
             return Outcome(
@@ -204,7 +204,7 @@ class StorageQueueAction:
             )
         return Outcome(True, f"{PREFIX}message added to {where} (message id {sent.id})")
 
-    def _client(self, endpoint: str, queue: str, sas: str) -> QueueClient:
+    def _client(self, endpoint: str, queue: str, sas: str, *, mapped: bool) -> QueueClient:
         key = (endpoint, queue, sas)
         client = self._clients.get(key)
         if client is not None:
@@ -214,7 +214,9 @@ class StorageQueueAction:
             endpoint,
             queue,
             credential=AzureSasCredential(sas),  # a plain string would be taken for an account key
-            transport=_SharedTransport(self._shared_transport()),
+            # An operator-mapped endpoint is the operator's choice, not the job's: it is not checked against the
+            # outbound policy (SPEC §11); the public endpoint a job names is.
+            transport=_SharedTransport(self._shared_transport(checked=not mapped)),
             retry_total=0,
             logger=_sdk_log,
         )
@@ -224,25 +226,28 @@ class StorageQueueAction:
             self._clients.popitem(last=False)
         return client
 
-    def _shared_transport(self) -> AioHttpTransport:
-        if self._transport is None:
-            if self.shared is not None:
+    def _shared_transport(self, *, checked: bool) -> AioHttpTransport:
+        transport = self._transports.get(checked)
+        if transport is None:
+            if checked and self.shared is not None:
                 session = self.shared.get()  # azure-core decompresses itself only when the session does not
             else:
-                session = self._session = aiohttp.ClientSession(
-                    cookie_jar=aiohttp.DummyCookieJar(),
-                    auto_decompress=False,
-                    trust_env=False,
-                    connector=aiohttp.TCPConnector(limit=200),
-                )
-            self._transport = AioHttpTransport(
+                if self._session is None:
+                    self._session = aiohttp.ClientSession(
+                        cookie_jar=aiohttp.DummyCookieJar(),
+                        auto_decompress=False,
+                        trust_env=False,
+                        connector=aiohttp.TCPConnector(limit=200),
+                    )
+                session = self._session
+            transport = self._transports[checked] = AioHttpTransport(
                 session=session,
                 session_owner=False,
                 use_env_settings=False,
                 connection_timeout=min(CONNECT_TIMEOUT, self.timeout),
                 read_timeout=self.timeout,
             )
-        return self._transport
+        return transport
 
     async def close(self) -> None:
         clients, self._clients = list(self._clients.values()), OrderedDict()
@@ -251,7 +256,7 @@ class StorageQueueAction:
         if self._session is not None:
             await self._session.close()
         self._session = None
-        self._transport = None
+        self._transports = {}
 
 
 def _describe_response(exc: HttpResponseError) -> tuple[str, str]:
