@@ -374,3 +374,44 @@ def test_no_sas_signature_reaches_the_log(emulator: Emulator) -> None:
     for sig in emulator.signatures:
         assert sig not in log
         assert sig.replace("%2B", "+").replace("%2F", "/").replace("%3D", "=") not in log
+
+
+def test_an_operator_mapped_endpoint_is_not_checked_by_the_outbound_policy(azurite: Azurite, tmp_path: Path) -> None:
+    """SPEC §11: endpoints the operator maps are the operator's choice. Here Azurite is mapped by the name
+    ``localhost`` while every loopback address is denied to jobs: the message still lands, and an HTTP job
+    aimed at the same name is blocked by the policy."""
+    mapped = azurite.endpoint.replace("127.0.0.1", "localhost")
+    emulator = EmulatorApi(
+        tmp_path,
+        "--storage-endpoint",
+        f"{ACCOUNT}={mapped}",
+        "--outbound-deny",
+        "127.0.0.0/8,::1/128",
+        log_level="info",
+        **QUICK_DISPATCH,
+    ).start()
+    try:
+        names = Names()
+        emulator.collection(names)
+        queue = new_queue(azurite)
+        job = unique("mapped-")
+        emulator.put_job(names, job, {"action": queue_action(queue, azurite.queue_sas(queue), "through the mapping")})
+        [text] = azurite.wait_messages(queue, 1, timeout=15)
+        assert parse_envelope(text)["Message"] == "through the mapping"
+        blocked = unique("blocked-")
+        port = azurite.endpoint.split(":")[2].split("/")[0]
+        emulator.put_job(
+            names,
+            blocked,
+            {
+                "action": {
+                    "type": "Http",
+                    "request": {"uri": f"http://localhost:{port}/", "method": "GET"},
+                    "retryPolicy": NO_RETRY,
+                }
+            },
+        )
+        [entry] = emulator.wait_history(names, blocked, 1)
+        assert entry["status"] == "Failed" and "outbound policy" in entry["message"], entry["message"]
+    finally:
+        emulator.stop()
