@@ -308,3 +308,23 @@ def test_prune_drops_old_history_and_long_finished_jobs(world: World) -> None:
     assert world.read(old) is None and world.read(recent) is not None
     assert world.history(old) == [] and len(world.history(recent)) == 1
     assert sorted(h.history_id for h in world.history(busy)) == [f"h{busy}-{i}" for i in (2, 3, 4)]
+
+
+def test_a_stored_definition_that_no_longer_validates_is_set_aside_and_others_still_claimed(world: World) -> None:
+    """A row an earlier version stored and today's rules refuse (here a URI whose port cannot exist) must not
+    stop the claim of every other due job: it is set aside (no next time, no lease), the others are claimed."""
+    collection = world.collection()
+    bad = world.job(collection, "old-bad", T0)
+    good = world.job(collection, "good", T0)
+    with world.database.session() as session:
+        row = session.execute(select(JobRow).where(JobRow.id == bad)).scalar_one()
+        row.definition = {
+            **row.definition,
+            "action": {"type": "Http", "request": {"uri": "http://h:99999/", "method": "GET"}},
+        }
+    store = world.store("a")
+    claims = store.claim_due(T0, 10)
+    assert [c.job_id for c in claims] == [good]
+    stored = world.read(bad)
+    assert stored.next_execution_time is None and stored.lease_owner is None
+    assert store.claim_due(T0 + timedelta(minutes=1), 10) == []  # not claimed again and again

@@ -20,6 +20,7 @@ Every method is synchronous and opens its own transaction: the dispatcher runs t
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ from scheduler_emulator.store.dispatch_records import Abandon, AttemptRecord, Cl
 from scheduler_emulator.store.wakeups import PostgresWakeups
 
 __all__ = ["DispatchStore", "Finish"]
+
+log = logging.getLogger("scheduler_emulator.dispatcher")
 
 
 class DispatchStore:
@@ -78,11 +81,35 @@ class DispatchStore:
         dispatcher) is not claimed again."""
         until = until or now
         with self.database.session() as session:
-            decisions = [
-                decision
-                for row in sql.due_jobs(session, now, limit, self.skip_locked, self.owner, until)
-                if (decision := self._decide(session, row, now, until)) is not None
-            ]
+            decisions: list[_Decision] = []
+            set_aside: list[dict[str, Any]] = []
+            for row in sql.due_jobs(session, now, limit, self.skip_locked, self.owner, until):
+                try:
+                    decision = self._decide(session, row, now, until)
+                except ValueError as exc:  # pydantic's ValidationError included
+                    # A definition stored by an earlier version that today's stricter rules refuse (a Service
+                    # Bus namespace under 6 characters, a tab in a header...): it must not stop every other
+                    # job's claim. It is set aside (no next time, lease released) until a PUT replaces it.
+                    log.error(
+                        "job %s is not fired: its stored definition no longer passes validation (%s); "
+                        "replace it with a PUT to schedule it again",
+                        row.name,
+                        str(exc).replace("\n", " ")[:300],
+                    )
+                    set_aside.append(
+                        {
+                            "job_id": row.id,
+                            "next_time": None,
+                            "repeat": row.repeat_count,
+                            "run_requested_at": None,
+                            "owner": None,
+                        }
+                    )
+                    continue
+                if decision is not None:
+                    decisions.append(decision)
+            if set_aside:
+                sql.move_jobs_on(session, set_aside, self.arrays)
             new = [d for d in decisions if d.occurrence_id is None]
             inserted = sql.insert_occurrences(
                 session, [(d.row.id, d.expected, d.repeat) for d in new], self.owner, now, self.arrays
