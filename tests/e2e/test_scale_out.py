@@ -4,8 +4,6 @@ flight in the killed process; and a PostgreSQL restart in the middle of a run is
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -14,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import API, IN_CI, EmulatorPool, Names, PostgresDatabase, ServerProcess, require_postgres
+from conftest import API, EmulatorPool, Names, PostgresDatabase, ServerProcess, require_postgres
 from sqlalchemy import func, select
+from support.private_postgres import PrivatePostgres
 from support.store_rows import collection_row, job_row
 from target_server import TargetServer
 
@@ -201,28 +200,22 @@ def _wait_store(database_url: str, prefix: str, count: int, timeout: float = 30)
         time.sleep(0.3)
 
 
-def _pg_ctl(action: str) -> None:
-    versions = os.listdir("/etc/postgresql") if os.path.isdir("/etc/postgresql") else []
-    if not versions:
-        message = "pg_ctlcluster (Debian's PostgreSQL) is needed to restart the server in this test"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", versions[0], "main", action],
-        check=True,
-        timeout=60,
-        capture_output=True,
-    )
+@pytest.fixture
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """A PostgreSQL server of this test's own: stopping the shared one would break every other test using it."""
+    with PrivatePostgres() as server:
+        Database(server.url).migrate()
+        yield server
 
 
-def test_a_postgresql_restart_mid_run_is_survived(postgres, processes, target) -> None:
+def test_a_postgresql_restart_mid_run_is_survived(private_postgres, processes, target) -> None:
     names = Names()
-    server = processes(postgres.url)
+    url = private_postgres.url
+    server = processes(url)
     uri = target.url("/fire")
-    insert_due_jobs(postgres.url, names, "r", 200, datetime.now(UTC) + timedelta(seconds=1), 12, uri)
+    insert_due_jobs(url, names, "r", 200, datetime.now(UTC) + timedelta(seconds=1), 12, uri)
     time.sleep(3)
-    _pg_ctl("stop")
+    private_postgres.stop()
     try:
         with server.client() as client:
             began = time.monotonic()
@@ -234,10 +227,9 @@ def test_a_postgresql_restart_mid_run_is_survived(postgres, processes, target) -
         assert health.status_code == 503
         time.sleep(3)
     finally:
-        _pg_ctl("start")
-    require_postgres()
+        private_postgres.start()
     wait_for_distinct(target, "r", 200, 60)  # the dispatcher reconnected and caught up
-    _wait_store(postgres.url, "r", 200)
+    _wait_store(url, "r", 200)
     with server.client() as client:
         assert client.get("/_emulator/health").status_code == 200
         assert client.get(names.job_path("r199"), params=PARAMS).json()["properties"]["state"] == "Completed"
