@@ -16,6 +16,7 @@ REQUIRED=(
   "node nodejs Azurite (StorageQueue tests) and the JavaScript SDK tests"
   "npm npm installs Azurite and the JavaScript SDK from package-lock.json"
   "ip iproute2 tests that run the emulator in a network namespace with only loopback"
+  "chromium chromium the dashboard's browser tests (tests/e2e/test_dashboard.py, driven by Playwright)"
 )
 
 missing_programs=()

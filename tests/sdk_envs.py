@@ -29,6 +29,8 @@ REQUIREMENTS: dict[str, tuple[str, ...]] = {
     "1.1.3": ("azure-mgmt-scheduler==1.1.3", "msrest==0.7.1", "msrestazure==0.4.34", "isodate==0.7.2"),
     "1.1.2": ("azure-mgmt-scheduler==1.1.2", "msrest==0.7.1", "msrestazure==0.4.34", "isodate==0.7.2"),
     "7.0.0": ("azure-mgmt-scheduler==7.0.0", "azure-mgmt-core==1.6.0", "msrest==0.7.1", "isodate==0.7.2"),
+    # The classic (2014) Service Management client, for tests/e2e/test_classic_clients.py.
+    "legacy-0.20.8": ("azure-servicemanagement-legacy==0.20.8", "azure-common==1.1.28", "requests==2.34.2"),
 }
 
 
@@ -77,7 +79,7 @@ def sdk_pythons(versions: tuple[str, ...]) -> dict[str, Path]:
         try:
             pythons[version] = future.result()
         except (RuntimeError, OSError) as exc:
-            problems.append(f"azure-mgmt-scheduler {version}: {exc}")
+            problems.append(f"client {version}: {exc}")
     if problems:
         missing(
             f"Could not create the client environments under {ROOT} (they need PyPI reachable through pip):\n"

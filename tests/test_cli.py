@@ -160,6 +160,10 @@ def test_log_level_controls_the_access_log(emulators, tmp_path: Path) -> None:
         (["--log-level", "loud"], "--log-level"),
         (["--claim-ahead", "-1"], "--claim-ahead"),
         (["--duration-format", "rfc"], "--duration-format"),
+        (["--clock", "fast"], "--clock"),
+        (["--clock-start", "2030-01-01T00:00:00Z"], "--clock-start only applies with --clock virtual"),
+        (["--clock", "virtual", "--clock-start", "2030-01-01T00:00:00"], "--clock-start needs a time zone"),
+        (["--clock", "virtual", "--clock-start", "next tuesday"], "--clock-start"),
     ],
 )
 def test_conflicting_or_invalid_flags_fail_at_start(args: list[str], message: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -14,6 +15,7 @@ from scheduler_emulator.domain.outbound import DEFAULT_DENY, OutboundPolicy
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 LogFormat = Literal["auto", "json", "text"]
 DurationFormat = Literal["auto", "echo", "iso", "timespan"]
+ClockMode = Literal["real", "virtual"]
 
 
 class ConfigError(ValueError):
@@ -83,6 +85,14 @@ class Settings(BaseSettings):
         "https://login.microsoftonline.com",
         description="Azure AD authority for ActiveDirectoryOAuth actions "
         "(tokens from {authority}/{tenant}/oauth2/token).",
+    )
+    clock: ClockMode = Field(
+        "real",
+        description="real: jobs run on the wall clock. virtual: scheduling time moves only when told "
+        "(POST /_emulator/clock), kept in the database; for tests.",
+    )
+    clock_start: datetime | None = Field(
+        None, description="With --clock virtual: its first value (ISO-8601 UTC); default the real time at first start."
     )
     duration_format: DurationFormat = Field(
         "auto",
@@ -161,6 +171,11 @@ class Settings(BaseSettings):
             raise ValueError("--auth-jwks needs --auth-audience (the 'aud' tokens must carry)")
         if (self.auth_audience or self.auth_issuer) and not self.auth_jwks:
             raise ValueError("--auth-audience and --auth-issuer only apply with --auth-jwks")
+        if self.clock_start is not None:
+            if self.clock != "virtual":
+                raise ValueError("--clock-start only applies with --clock virtual")
+            if self.clock_start.tzinfo is None:
+                raise ValueError("--clock-start needs a time zone, e.g. 2030-01-01T00:00:00Z")
         return self
 
     @property
@@ -296,6 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
         help=describe("servicebus_endpoints") + " Repeatable.",
     )
     parser.add_argument("--oauth-authority", help=describe("oauth_authority"))
+    parser.add_argument("--clock", choices=list(get_args(ClockMode)), help=describe("clock"))
+    parser.add_argument("--clock-start", metavar="TIME", help=describe("clock_start"))
     parser.add_argument("--duration-format", choices=list(get_args(DurationFormat)), help=describe("duration_format"))
     parser.add_argument("--auth-token", metavar="TOKEN", help=describe("auth_token"))
     parser.add_argument("--auth-jwks", metavar="FILE_OR_URL", help=describe("auth_jwks"))

@@ -17,6 +17,7 @@ from api_support import (
     create_job,
     delete,
     expect_ok,
+    future,
     get,
     http_action,
     job_body,
@@ -579,3 +580,19 @@ def test_concurrent_creates_of_one_job_make_one(http, server, names):
     statuses = _concurrently(server, [("PUT", names.job_path("job"), job_body())] * 8)
     assert sorted(statuses) == [200] * 7 + [201], statuses
     assert len(expect_ok(get(http, names.collection_path + "/jobs"))["value"]) == 1
+
+
+def test_a_stored_job_that_todays_rules_refuse_does_not_break_collection_writes(http, backend, names):
+    """A job stored before a stricter rule (here a tab in a header value) must not turn the collection's
+    enable, disable or plan change into a 500: the dispatcher sets such a job aside, and so do these."""
+    create_collection(http, names)
+    create_job(http, names, "old", job_body(startTime=future()))
+    definition = stored_job(backend, names, "old")["definition"]
+    definition["action"]["request"]["headers"] = {"x-old": "tab\there"}
+    update_job_row(backend, names, "old", definition=definition)
+    assert post(http, names.collection_path + "/disable").status_code == 200
+    assert post(http, names.collection_path + "/enable").status_code == 200
+    changed = patch(http, names.collection_path, {"properties": {"sku": {"name": "P10Premium"}}})
+    assert changed.status_code == 200, changed.text
+    job = expect_ok(get(http, names.job_path("old")))
+    assert job["properties"]["state"] == "Enabled"

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -262,3 +263,48 @@ def test_heavy_previews_leave_health_fast_and_jobs_on_time(tmp_path):
     finally:
         process.stop()
         target.stop()
+
+
+def _children(pid: int) -> set[int]:
+    """The live processes whose parent is ``pid`` (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # ended while we looked
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_killed_server_leaves_no_preview_worker_processes_behind(tmp_path):
+    process = ServerProcess(["--port", "0", "--data-dir", str(tmp_path), "--log-level", "warning"]).start()
+    assert process.process is not None
+    try:
+        with process.client() as client:
+            answer = client.post(
+                "/_emulator/recurrence/preview",
+                json={"startTime": "2015-04-07T14:00:00Z", "recurrence": {"frequency": "Hour"}, "count": 3},
+            )
+            assert answer.status_code == 200, answer.text
+        forkservers = _children(process.process.pid)
+        workers = set().union(*(_children(pid) for pid in forkservers))
+        assert workers, "the preview should have started its worker processes"
+        process.process.kill()  # SIGKILL: no shutdown code runs in the server
+        process.process.wait(10)
+    finally:
+        process.stop()
+    leftovers = forkservers | workers
+    wait_until(
+        lambda: not any(_alive(pid) for pid in leftovers), timeout=10, what="preview workers to exit with the server"
+    )

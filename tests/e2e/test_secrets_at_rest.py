@@ -26,6 +26,7 @@ from conftest import (
     unique,
 )
 from cryptography.fernet import Fernet
+from sqlalchemy import insert
 from support.api_client import wait_history
 from support.certificates import pfx, self_signed
 from support.store_rows import collection_row, job_row
@@ -33,6 +34,7 @@ from support.times import days_ahead
 from target_server import TargetServer
 
 from scheduler_emulator.store.database import Database, migrations_dir
+from scheduler_emulator.store.models import JobCollectionRow
 
 PARAMS = {"api-version": API}
 # Far enough ahead that nothing fires unless asked.
@@ -258,8 +260,10 @@ def _write_as_previous_version(url: str, secret: dict[str, str], target: str) ->
     now = datetime.now(UTC)
     with database.session() as session:
         collection = collection_row(names, now, "westus", "Standard", state="Enabled")
-        session.add(collection)
-        session.flush()
+        # Only the columns the 0006 schema has (the ORM row would also write later ones, e.g. 0008's label)
+        table = JobCollectionRow.__table__
+        columns = {c.name: getattr(collection, c.name) for c in table.columns if c.name not in ("id", "label")}
+        collection.id = session.execute(insert(table).values(columns).returning(table.c.id)).scalar_one()
         for name, action in actions(secret, target).items():
             session.add(job_row(collection, name, {"startTime": START, "action": action, "state": "Enabled"}, now))
     database.dispose()

@@ -28,7 +28,7 @@ class World:
     clock: SetClock
 
     def store(self, owner: str) -> DispatchStore:
-        store = DispatchStore(self.database, owner, clock=self.clock, history_max_entries=10)
+        store = DispatchStore(self.database, owner, clock=self.clock, wall=self.clock, history_max_entries=10)
         store.heartbeat(self.clock.now(), self.clock.now() + LEASE)
         return store
 

@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.pipeline import DEFAULT_MAX_BODY_BYTES
 from scheduler_emulator.domain.clock import Clock
-from scheduler_emulator.domain.errors import Conflict, FieldError
+from scheduler_emulator.domain.errors import Conflict, FieldError, InvalidName, NotFound, TooLarge
 from scheduler_emulator.schemas import strict_json
 from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.store import repository as repo
@@ -86,7 +86,9 @@ def clock(request: Request) -> Clock:
 
 
 def now(request: Request) -> datetime:
-    return clock(request).now()
+    current = clock(request)
+    refresh = getattr(current, "refresh", None)  # a virtual clock: another process may have moved it
+    return refresh() if refresh is not None else current.now()
 
 
 def wake_dispatcher(request: Request) -> None:
@@ -101,18 +103,40 @@ def retry_floor(request: Request) -> timedelta:
     return timedelta(seconds=request.app.state.settings.min_retry_interval)
 
 
+def write_locks(request: Request) -> list[str]:
+    """The locks a write holds, always taken in this order (subscription, then collection), so that writes
+    that check before they act (one Free collection per subscription, the collection count, a collection's
+    job count, create-or-replace of a name) never interleave with another write of the same scope:
+
+    - a job write (``.../jobCollections/{jc}/jobs...``) locks its collection only: writes to different
+      collections run in parallel;
+    - any other write (a collection, a classic call) locks its subscription, then the collection it names."""
+    if request.method in ("GET", "HEAD"):
+        return []
+    params = request.path_params
+    subscription = params.get("subscription_id")
+    if subscription is None:
+        return []
+    subscription = subscription.lower()
+    collection = params.get("collection_name")
+    if collection is None:
+        return [f"subscription:{subscription}"]
+    group = str(params.get("resource_group", "")).lower()
+    collection_key = f"collection:{subscription}/{group}/{str(collection).lower()}"
+    job_write = "job_name" in params or request.url.path.rstrip("/").lower().endswith("/jobs")
+    return [collection_key] if job_write else [f"subscription:{subscription}", collection_key]
+
+
 async def in_session(request: Request, work: Callable[[Session], T], wake: bool = False) -> T:
     """Run ``work`` in one store transaction on a worker thread; domain errors become ARM errors.
     ``wake``: the work may make a job due earlier, so wake the dispatcher once it is committed."""
     database: Database = request.app.state.database
-    # Writes check-then-act (one Free collection per subscription, job counts, create-or-replace of a name):
-    # serialise them per subscription so that concurrent requests cannot all pass the same check.
-    subscription = request.path_params.get("subscription_id") if request.method not in ("GET", "HEAD") else None
+    locks = write_locks(request)
 
     def run() -> T:
         with database.session() as session:
-            if subscription is not None:
-                repo.lock_subscription(session, subscription)
+            for key in locks:
+                repo.lock(session, key)
             result = work(session)
             if wake:
                 announce_change(session)
@@ -120,10 +144,8 @@ async def in_session(request: Request, work: Callable[[Session], T], wake: bool 
 
     try:
         result = await run_in_threadpool(run)
-    except FieldError as exc:
-        raise errors.from_field_error(exc) from None
-    except Conflict as exc:
-        raise errors.from_conflict(exc) from None
+    except (FieldError, Conflict, NotFound, InvalidName, TooLarge) as exc:
+        raise errors.from_domain(exc) or exc from None
     except (OperationalError, PoolTimeout) as exc:
         # Operational errors are the database's state (unreachable, restarting, refusing connections),
         # never the request's: answer 503 at once rather than hang or 500.

@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from scheduler_emulator.domain.errors import Conflict, FieldError
+from scheduler_emulator.domain.errors import Conflict, FieldError, InvalidName, NotFound, TooLarge
 
 ACCEPTED_API_VERSIONS = ("2016-03-01", "2016-01-01", "2014-08-01-preview")
 
@@ -72,19 +72,6 @@ def from_field_error(error: FieldError) -> ArmError:
     return invalid_field(error.path, error.problem)
 
 
-MAX_NAME_LENGTH = 100  # the store's name columns (subscription, resource group, collection, job)
-
-
-def check_name_length(kind: str, name: str) -> None:
-    """400 InvalidResourceName when a new resource's name (or a part of its path) is too long to store."""
-    if len(name) > MAX_NAME_LENGTH:
-        raise ArmError(
-            400,
-            "InvalidResourceName",
-            f"The {kind} name '{name[:40]}...' is {len(name)} characters long; at most {MAX_NAME_LENGTH} are allowed.",
-        )
-
-
 def resource_not_found(kind: str, name: str) -> ArmError:
     return ArmError(404, "ResourceNotFound", f"The {kind} '{name}' could not be found.")
 
@@ -103,6 +90,21 @@ def conflict(message: str) -> ArmError:
 
 def from_conflict(error: Conflict) -> ArmError:
     return conflict(str(error))
+
+
+def from_domain(error: Exception) -> ArmError | None:
+    """The ARM error for a domain error raised by the service layer (None: not a domain error)."""
+    if isinstance(error, FieldError):
+        return from_field_error(error)
+    if isinstance(error, Conflict):
+        return from_conflict(error)
+    if isinstance(error, NotFound):
+        return resource_not_found(error.kind, error.name)
+    if isinstance(error, InvalidName):
+        return ArmError(400, "InvalidResourceName", str(error))
+    if isinstance(error, TooLarge):
+        return request_too_large(error.what, error.limit, error.actual)
+    return None
 
 
 def request_too_large(what: str, limit: int, actual: int) -> ArmError:

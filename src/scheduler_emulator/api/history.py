@@ -9,14 +9,12 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.api.context import in_session
-from scheduler_emulator.api.jobs import JOB, collection_or_404, job_or_404
+from scheduler_emulator.api.jobs import JOB, collection_ref
 from scheduler_emulator.api.paging import equality_filter, list_body, page_of
 from scheduler_emulator.api.rendering import history_to_wire
-from scheduler_emulator.store import repository as repo
+from scheduler_emulator.service import collections, jobs
 
 router = APIRouter()
-
-HISTORY_STATUSES = ("Completed", "Failed", "Postponed")
 
 
 @router.get(JOB + "/history")
@@ -24,12 +22,12 @@ async def list_job_history(
     request: Request, subscription_id: str, resource_group: str, collection_name: str, job_name: str
 ) -> Response:
     page = page_of(request)
-    status = equality_filter(request, "status", HISTORY_STATUSES)
+    status = equality_filter(request, "status", jobs.HISTORY_STATUSES)
+    ref = collection_ref(subscription_id, resource_group, collection_name)
 
     def work(session: Session) -> dict[str, Any]:
-        collection = collection_or_404(session, subscription_id, resource_group, collection_name)
-        job = job_or_404(session, collection, job_name)
-        rows = repo.list_history(session, job, status, page.skip, page.top + 1)
+        collection = collections.get(session, ref)
+        job, rows = jobs.history_page(session, collection, job_name, status, page.skip, page.top + 1)
         items = [history_to_wire(collection, job, entry) for entry in rows[: page.top]]
         return list_body(request, items, page, has_more=len(rows) > page.top)
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -84,9 +86,20 @@ def _preview(raw: bytes, default_now: datetime) -> dict[str, Any]:
     return {"occurrences": [isoformat_z(t) for t in found], "complete": complete}
 
 
-def _lower_priority() -> None:
+def _start_worker() -> None:
+    """Each worker: a lower CPU priority, and an exit as soon as the server process is gone. Without the
+    watch, a server killed with SIGKILL leaves its workers (and their forkserver) running for ever: each
+    worker holds both ends of its own call queue, so it never sees end-of-file."""
     with contextlib.suppress(OSError):  # not permitted: run at the normal priority
         os.nice(10)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent.sentinel,), name="parent-watch", daemon=True).start()
+
+
+def _exit_with(sentinel: int) -> None:
+    multiprocessing.connection.wait([sentinel])  # readable once the server process has exited
+    os._exit(0)
 
 
 class HeavyWork:
@@ -134,7 +147,7 @@ class HeavyWork:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([__name__])
         # Workers run at a lower CPU priority: on a busy host the event loop and the dispatcher come first.
-        executor = ProcessPoolExecutor(self.limit, mp_context=context, initializer=_lower_priority)
+        executor = ProcessPoolExecutor(self.limit, mp_context=context, initializer=_start_worker)
         # Workers are spawned on demand by submit(), which runs on the event loop: spawn them all now
         # (tasks submitted together need a worker each).
         for started in [executor.submit(time.sleep, 0.05) for _ in range(self.limit)]:

@@ -25,6 +25,7 @@ from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatch_port import DispatchStore
 from scheduler_emulator.store.dispatch_records import Abandon, Claim
 from scheduler_emulator.store.wakeups import PostgresWakeups
+from scheduler_emulator.virtual_clock import VirtualClock
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
 T = TypeVar("T")
@@ -43,7 +44,12 @@ class Dispatcher:
         self.clock = clock
         self.settings = settings
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"[:64]
-        self.store = DispatchStore(database, self.owner, clock=clock, history_max_entries=settings.history_max_entries)
+        self.wall = Clock()  # heartbeats and leases: real time even under a virtual clock
+        # Under --clock virtual nothing is claimed on its own: occurrences run while ``advance`` moves time.
+        self.virtual = clock if isinstance(clock, VirtualClock) else None
+        self.store = DispatchStore(
+            database, self.owner, clock=clock, wall=self.wall, history_max_entries=settings.history_max_entries
+        )
         self.recorder = BatchRecorder(self.store.write)
         self._stopping = asyncio.Event()  # set: claim nothing more, start no new retry
         self.runner = OccurrenceRunner(
@@ -53,6 +59,7 @@ class Dispatcher:
             actions=actions,
             metrics=metrics,
             stopping=self._stopping,
+            on_attempt=self._count_attempt,
         )
         self._sleeping_until: datetime | None = None  # when the loop next looks for due work by itself
         self._wakeups: PostgresWakeups | None = None
@@ -63,7 +70,8 @@ class Dispatcher:
         self._running: set[asyncio.Task[None]] = set()
         # Occurrences claimed ahead (``--claim-ahead``) and waiting for their time; an API write in the
         # meantime (``changed``) makes them re-check their job before they fire.
-        self.ahead = timedelta(seconds=settings.claim_ahead)
+        self.ahead = timedelta(seconds=0 if self.virtual else settings.claim_ahead)
+        self.counts = {"occurrences": 0, "attempts": 0, "failed": 0}  # since start (read by ``advance``)
         self._waiting: dict[int, tuple[asyncio.Task[None], Claim]] = {}  # by occurrence id
         self._generation = 0
         self._next_housekeeping: datetime | None = None
@@ -134,6 +142,12 @@ class Dispatcher:
                 log.warning("registering the dispatcher failed (%s); retrying", str(exc).splitlines()[0])
                 await asyncio.sleep(min(5.0, 0.5 * (attempt + 1)))
         self._renewal = asyncio.create_task(self._heartbeat(), name="heartbeat")
+        while self.virtual is not None:  # passive: only retention runs until an advance moves time
+            with contextlib.suppress(Exception):
+                await self._housekeeping(self.virtual.now())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=poll.total_seconds())
+            self._wake.clear()
         while True:
             try:
                 self._wake.clear()
@@ -165,6 +179,58 @@ class Dispatcher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=delay)
 
+    # -- the virtual clock ------------------------------------------------------------------------
+
+    def _count_attempt(self, succeeded: bool) -> None:
+        self.counts["attempts"] += 1
+        self.counts["failed"] += not succeeded
+
+    async def advance(self, target: datetime, step_timeout: float = 120.0) -> dict[str, int]:
+        """Move the virtual clock to ``target``, stepping to each instant something is due (a scheduled time,
+        a run request, a retry) and running it there, in time order; returns what ran. Bounded: each step
+        runs at least one occurrence or retry, or the advance ends."""
+        clock = self.virtual
+        assert clock is not None, "advance needs --clock virtual"
+        before = dict(self.counts)
+        for _ in range(10_000_000):
+            await self._quiesce(clock, step_timeout)
+            due = await self._db(self.store.next_due_time)
+            timer = clock.next_timer()
+            candidates = [t for t in (due, timer) if t is not None]
+            if not candidates or min(candidates) > target:
+                break
+            moment = max(min(candidates), clock.now())
+            clock.set(moment)  # stores it (one small write) and releases the retries due by then
+            claimed = await self._claim_now(moment)
+            if not claimed and (timer is None or timer > moment) and due is not None and due <= moment:
+                break  # due, but held by another dispatcher: nothing more this process can run
+        clock.set(target)
+        await self._quiesce(clock, step_timeout)
+        return {key: self.counts[key] - before[key] for key in self.counts}
+
+    async def _claim_now(self, moment: datetime) -> int:
+        """Claim and start everything due at ``moment``; how many occurrences were claimed."""
+        claimed = 0
+        for _ in range(100_000):
+            claims = await self._db(partial(self.store.claim_due, moment, CLAIM_BATCH, moment))
+            for claim in claims:
+                task = asyncio.create_task(self._run_occurrence(claim, self._generation))
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
+            claimed += len(claims)
+            if len(claims) < CLAIM_BATCH:
+                break
+        return claimed
+
+    async def _quiesce(self, clock: VirtualClock, timeout: float) -> None:
+        """Wait until every occurrence running here has finished or waits for a later virtual instant."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while any(not task.done() and task not in clock.sleeping for task in self._running):
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"occurrences still running after {timeout:.0f} s")
+            await asyncio.sleep(0.002)
+        await asyncio.sleep(0)
+
     # -- one occurrence ---------------------------------------------------------------------------
 
     async def _run_occurrence(self, claim: Claim, generation: int) -> None:
@@ -181,6 +247,7 @@ class Dispatcher:
         if waited and generation != self._generation and not await self._still_current(claim):
             return  # its job changed while it waited
         self.metrics.occurrences.inc()
+        self.counts["occurrences"] += 1
         self.metrics.in_flight.inc()
         try:
             finish = await self.runner.run(claim)
@@ -216,7 +283,7 @@ class Dispatcher:
         return False
 
     async def _beat(self) -> None:
-        now = self.clock.now()
+        now = self.wall.now()
         await self._db(lambda: self.store.heartbeat(now, now + self.lease))
 
     async def _heartbeat(self) -> None:

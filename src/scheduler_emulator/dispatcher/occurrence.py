@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import os
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -50,6 +51,7 @@ class OccurrenceRunner:
         actions: Actions,
         metrics: Metrics,
         stopping: asyncio.Event,
+        on_attempt: Callable[[bool], None] | None = None,
     ) -> None:
         self.recorder = recorder
         self.clock = clock
@@ -57,6 +59,7 @@ class OccurrenceRunner:
         self.actions = actions
         self.metrics = metrics
         self.stopping = stopping
+        self.on_attempt = on_attempt
         self._limits: dict[tuple[str, str], Limits] = {}
         self._attempt_counters: dict[tuple[str, str, str], Any] = {}
 
@@ -142,6 +145,8 @@ class OccurrenceRunner:
                     action.type, action_name.value, result
                 )
             counter.inc()
+            if self.on_attempt is not None:
+                self.on_attempt(outcome.succeeded)
             if log.isEnabledFor(logging.INFO):
                 log.info(
                     "job %s/%s %s attempt %d %s",
@@ -186,7 +191,10 @@ class OccurrenceRunner:
 
     async def _wait_to_retry(self, seconds: float) -> None:
         """Sleep until the retry is due; a stopping dispatcher does not start new retries."""
-        if not self.stopping.is_set():
+        virtual_sleep = getattr(self.clock, "sleep", None)  # a virtual clock: wait for time to be advanced
+        if virtual_sleep is not None and not self.stopping.is_set():
+            await virtual_sleep(seconds, self.stopping)
+        elif not self.stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
         if self.stopping.is_set():

@@ -14,3 +14,26 @@ class FieldError(ValueError):
 
 class Conflict(Exception):
     """A request that is well-formed but conflicts with a quota, a plan limit or the resource's state."""
+
+
+class NotFound(Exception):
+    """The resource a request names does not exist (``kind`` as users say it: "job collection", "job")."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(f"The {kind} '{name}' could not be found.")
+        self.kind = kind
+        self.name = name
+
+
+class InvalidName(ValueError):
+    """A new resource's name (or a part of its path) that cannot be stored."""
+
+
+class TooLarge(ValueError):
+    """A value larger than the store keeps (``what``: "job definition")."""
+
+    def __init__(self, what: str, limit: int, actual: int) -> None:
+        super().__init__(f"The {what} is {actual} characters long; at most {limit} are allowed.")
+        self.what = what
+        self.limit = limit
+        self.actual = actual

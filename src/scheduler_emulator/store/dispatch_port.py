@@ -54,12 +54,14 @@ class DispatchStore:
         owner: str,
         *,
         clock: Clock | None = None,
+        wall: Clock | None = None,
         history_max_entries: int = 1000,
         definitions_cache: int = 20_000,
     ) -> None:
         self.database = database
         self.owner = owner
-        self.clock = clock or Clock()
+        self.clock = clock or Clock()  # scheduling time (virtual under --clock virtual)
+        self.wall = wall or Clock()  # real time: heartbeats and leases, which a virtual clock must not expire
         self.history_max_entries = history_max_entries
         self._definitions = _Definitions(definitions_cache)
         postgresql = database.dialect == "postgresql"
@@ -83,7 +85,8 @@ class DispatchStore:
         with self.database.session() as session:
             decisions: list[_Decision] = []
             set_aside: list[dict[str, Any]] = []
-            for row in sql.due_jobs(session, now, limit, self.skip_locked, self.owner, until):
+            alive_at = self.wall.now()
+            for row in sql.due_jobs(session, now, limit, self.skip_locked, self.owner, until, alive_at):
                 try:
                     decision = self._decide(session, row, now, until)
                 except ValueError as exc:  # pydantic's ValidationError included
@@ -397,6 +400,12 @@ class DispatchStore:
         with self.database.session() as session:
             return sql.next_wake_time(session, self.owner, now, ahead)
 
+    def next_due_time(self) -> datetime | None:
+        """The earliest scheduled time or run request of a job no dispatcher holds (leases ignored): where a
+        virtual clock steps next. None: nothing scheduled."""
+        with self.database.session() as session:
+            return sql.next_due_time(session)
+
     def wakeups(self, on_wake: Callable[[], None]) -> PostgresWakeups | None:
         """A listener calling ``on_wake`` whenever another process announces a change (PostgreSQL's LISTEN);
         None where the database cannot announce (SQLite: its one process wakes its dispatcher in-process)."""
@@ -418,7 +427,7 @@ class DispatchStore:
         whose heartbeat ran out before then and who hold no lease."""
         with self.database.session() as session:
             sql.prune_history(session, history_max_entries, history_before)
-            sql.prune_finished(session, finished_before, occurrences_before)
+            sql.prune_finished(session, finished_before, occurrences_before, self.wall.now() - timedelta(days=1))
 
 
 @dataclass(slots=True, kw_only=True)  # not frozen: private to this module, and frozen costs µs per claim
@@ -440,18 +449,19 @@ class _Decision:
 
 class _Definitions:
     """Parsed job definitions and their schedules by (job id, version): a definition is parsed once, not at
-    every fire."""
+    every fire. The stored definition is compared too: a job deleted and another created with the same id
+    (SQLite reuses the highest) and version must not fire the old one's definition."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._parsed: OrderedDict[tuple[int, int], tuple[JobProperties, rec.Timing]] = OrderedDict()
+        self._parsed: OrderedDict[tuple[int, int], tuple[dict[str, Any], JobProperties, rec.Timing]] = OrderedDict()
 
     def get(self, job_id: int, version: int, definition: dict[str, Any]) -> tuple[JobProperties, rec.Timing]:
         key = (job_id, version)
         parsed = self._parsed.get(key)
-        if parsed is None:
+        if parsed is None or parsed[0] != definition:
             properties = JobDefinitionIn.model_validate({"properties": definition}).properties
-            parsed = self._parsed[key] = (properties, properties.timing())
+            parsed = self._parsed[key] = (definition, properties, properties.timing())
             if len(self._parsed) > self.size:
                 self._parsed.popitem(last=False)
-        return parsed
+        return parsed[1], parsed[2]

@@ -62,14 +62,20 @@ _CLAIM_COLUMNS = (
 
 
 def due_jobs(
-    session: Session, now: datetime, limit: int, skip_locked: bool, owner: str, until: datetime | None = None
+    session: Session,
+    now: datetime,
+    limit: int,
+    skip_locked: bool,
+    owner: str,
+    until: datetime | None = None,
+    alive_at: datetime | None = None,
 ) -> list[Any]:
     """Rows of the jobs to claim now, earliest first: leased by a dispatcher whose heartbeat stopped, asked
     to run, or enabled and due by ``until`` (default: now). Three small index-backed queries rather than one
     OR that would scan every job. Our own leases are never "abandoned": those occurrences are still running
-    here."""
+    here. Heartbeats are compared with ``alive_at`` (real time; default ``now``)."""
     alive = select(DispatcherRow.owner).where(
-        DispatcherRow.owner == JOBS.c.lease_owner, DispatcherRow.expires_at >= now
+        DispatcherRow.owner == JOBS.c.lease_owner, DispatcherRow.expires_at >= (alive_at or now)
     )
     conditions = (
         (and_(JOBS.c.lease_owner.is_not(None), JOBS.c.lease_owner != owner, ~alive.exists()), JOBS.c.lease_owner),
@@ -368,11 +374,16 @@ def count_due(session: Session, now: datetime) -> int:
     )
 
 
-def next_wake_time(session: Session, owner: str, now: datetime, ahead: timedelta = timedelta(0)) -> datetime | None:
-    """The earliest instant at which a job becomes claimable (a scheduled time less ``ahead``, a run request,
-    or a lease expiry)."""
+def next_due_time(session: Session) -> datetime | None:
+    """The earliest next execution time of an enabled, unleased job in an enabled collection, or pending run
+    request (no lease considered)."""
+    times = [t for t in (_earliest_scheduled(session), _earliest_request(session)) if t is not None]
+    return min(times) if times else None
+
+
+def _earliest_scheduled(session: Session) -> datetime | None:
     # ORDER BY … LIMIT 1 rather than min(): both databases then walk the index and stop at the first match.
-    scheduled = session.scalar(
+    return session.scalar(
         select(JOBS.c.next_execution_time)
         .join_from(JOBS, COLLECTIONS, JOBS.c.collection_id == COLLECTIONS.c.id)
         .where(
@@ -384,12 +395,21 @@ def next_wake_time(session: Session, owner: str, now: datetime, ahead: timedelta
         .order_by(JOBS.c.next_execution_time)
         .limit(1)
     )
-    requested = session.scalar(
+
+
+def _earliest_request(session: Session) -> datetime | None:
+    return session.scalar(
         select(JOBS.c.run_requested_at)
         .where(JOBS.c.run_requested_at.is_not(None), JOBS.c.lease_owner.is_(None))
         .order_by(JOBS.c.run_requested_at)
         .limit(1)
     )
+
+
+def next_wake_time(session: Session, owner: str, now: datetime, ahead: timedelta = timedelta(0)) -> datetime | None:
+    """The earliest instant at which a job becomes claimable (a scheduled time less ``ahead``, a run request,
+    or a lease expiry)."""
+    scheduled, requested = _earliest_scheduled(session), _earliest_request(session)
     # Another dispatcher's heartbeat running out is when its leases can be taken over.
     lease = session.scalar(
         select(func.min(DispatcherRow.expires_at)).where(DispatcherRow.owner != owner, DispatcherRow.expires_at > now)
@@ -519,9 +539,12 @@ def prune_job_history(session: Session, job_id: int, max_entries: int) -> int:
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
-def prune_finished(session: Session, finished_before: datetime, occurrences_before: datetime) -> int:
-    """Delete Completed/Faulted jobs that finished before ``finished_before`` (with their history), and
-    finished occurrence records claimed before ``occurrences_before``."""
+def prune_finished(
+    session: Session, finished_before: datetime, occurrences_before: datetime, owners_before: datetime | None = None
+) -> int:
+    """Delete Completed/Faulted jobs that finished before ``finished_before`` (with their history), finished
+    occurrence records claimed before ``occurrences_before``, and owners whose heartbeat (real time) ran out
+    before ``owners_before`` (default ``occurrences_before``) holding no lease."""
     session.execute(
         delete(OccurrenceRow).where(
             OccurrenceRow.finished_at.is_not(None), OccurrenceRow.claimed_at < occurrences_before
@@ -529,7 +552,7 @@ def prune_finished(session: Session, finished_before: datetime, occurrences_befo
     )
     session.execute(
         delete(DispatcherRow).where(
-            DispatcherRow.expires_at < occurrences_before,
+            DispatcherRow.expires_at < (owners_before or occurrences_before),
             ~select(JobRow.id).where(JobRow.lease_owner == DispatcherRow.owner).exists(),
         )
     )

@@ -109,6 +109,8 @@ class JobCollectionRow(Base):
     properties: Mapped[dict[str, Any]] = mapped_column(JSON)
     sku: Mapped[str] = mapped_column(String(20))  # canonical: Free, Standard, P10Premium, P20Premium
     state: Mapped[str] = mapped_column(String(20))  # canonical: Enabled, Disabled, Suspended, Deleted
+    # The classic (2014) surface's label, as the client sent it (base64 on that wire); not shown on ARM.
+    label: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 
@@ -213,3 +215,32 @@ class EmulatorSettingRow(Base):
 
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+class CloudServiceRow(Base):
+    """A classic (2014) cloud service: the classic name of a resource group, with its label and region."""
+
+    __tablename__ = "classic_cloud_services"
+    __table_args__ = (UniqueConstraint("subscription_key", "name_key"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    subscription_id: Mapped[str] = mapped_column(String(100))
+    subscription_key: Mapped[str] = mapped_column(String(100))
+    name: Mapped[str] = mapped_column(String(100))
+    name_key: Mapped[str] = mapped_column(String(100))
+    label: Mapped[str] = mapped_column(Text)
+    description: Mapped[str] = mapped_column(Text)
+    geo_region: Mapped[str] = mapped_column(String(100))
+    email: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    created_at: Mapped[datetime]
+
+
+class ClassicOperationRow(Base):
+    """A classic asynchronous operation (its id is the 202's x-ms-request-id); they complete at once."""
+
+    __tablename__ = "classic_operations"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    subscription_key: Mapped[str] = mapped_column(String(100))
+    http_status: Mapped[int]
+    created_at: Mapped[datetime] = mapped_column(index=True)

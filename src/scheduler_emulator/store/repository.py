@@ -7,16 +7,23 @@ from datetime import datetime
 from sqlalchemy import delete, func, select, text
 from sqlalchemy.orm import Session
 
-from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
+from scheduler_emulator.store.models import (
+    ClassicOperationRow,
+    CloudServiceRow,
+    EmulatorSettingRow,
+    JobCollectionRow,
+    JobHistoryRow,
+    JobRow,
+    OccurrenceRow,
+)
 
 FINAL_STATES = ("Completed", "Faulted")
 
 
-def lock_subscription(session: Session, subscription: str) -> None:
-    """Hold the subscription's write lock until the transaction ends (PostgreSQL advisory lock; SQLite
-    already runs one session at a time), so API writes that check limits before writing never interleave."""
+def lock(session: Session, key: str) -> None:
+    """Hold the write lock named ``key`` until the transaction ends (PostgreSQL advisory lock; SQLite already
+    runs one session at a time), so that API writes checking limits before writing never interleave."""
     if session.get_bind().dialect.name == "postgresql":
-        key = f"subscription:{subscription.lower()}"
         session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
 
 
@@ -56,11 +63,14 @@ def find_job(session: Session, collection: JobCollectionRow, name: str) -> JobRo
     return session.scalar(select(JobRow).where(JobRow.collection_id == collection.id, JobRow.name_key == name.lower()))
 
 
-def list_jobs(session: Session, collection: JobCollectionRow, state: str | None, skip: int, limit: int) -> list[JobRow]:
+def list_jobs(
+    session: Session, collection: JobCollectionRow, state: str | None, skip: int, limit: int, by_name: bool = False
+) -> list[JobRow]:
     query = select(JobRow).where(JobRow.collection_id == collection.id)
     if state is not None:
         query = query.where(JobRow.state == state)
-    return list(session.scalars(query.order_by(JobRow.id).offset(skip).limit(limit)))
+    order = JobRow.name_key if by_name else JobRow.id
+    return list(session.scalars(query.order_by(order).offset(skip).limit(limit)))
 
 
 def jobs_of(session: Session, collection: JobCollectionRow) -> list[JobRow]:
@@ -114,3 +124,66 @@ def record_history(session: Session, job_id: int, entry: JobHistoryRow) -> JobHi
     entry.job_id = job_id
     session.add(entry)
     return entry
+
+
+def read_setting(session: Session, name: str) -> str | None:
+    row = session.get(EmulatorSettingRow, name)
+    return None if row is None else row.value
+
+
+def write_setting(session: Session, name: str, value: str) -> None:
+    row = session.get(EmulatorSettingRow, name)
+    if row is None:
+        session.add(EmulatorSettingRow(name=name, value=value))
+    else:
+        row.value = value
+
+
+def reset_everything(session: Session) -> None:
+    """Remove every collection, job, history entry, occurrence record, classic cloud service and operation
+    (the emulator's settings, its dispatchers and its clock stay)."""
+    for table in (JobHistoryRow, OccurrenceRow, JobRow, JobCollectionRow, CloudServiceRow, ClassicOperationRow):
+        session.execute(delete(table))
+
+
+def scheduled_jobs_due_by(session: Session, until: datetime) -> list[JobRow]:
+    """Enabled jobs of enabled collections with a next execution time by ``until``."""
+    query = (
+        select(JobRow)
+        .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+        .where(
+            JobRow.next_execution_time.is_not(None),
+            JobRow.next_execution_time <= until,
+            JobRow.state == "Enabled",
+            JobCollectionRow.state == "Enabled",
+        )
+    )
+    return list(session.scalars(query))
+
+
+def all_collections(session: Session, limit: int) -> list[JobCollectionRow]:
+    """Every subscription's collections (the first ``limit``), by subscription, resource group and name."""
+    query = select(JobCollectionRow).order_by(
+        JobCollectionRow.subscription_key, JobCollectionRow.resource_group_key, JobCollectionRow.name_key
+    )
+    return list(session.scalars(query.limit(limit)))
+
+
+def job_counts(session: Session, collection_ids: list[int]) -> dict[int, int]:
+    """How many jobs each of these collections holds (absent: none)."""
+    if not collection_ids:
+        return {}
+    query = (
+        select(JobRow.collection_id, func.count())
+        .where(JobRow.collection_id.in_(collection_ids))
+        .group_by(JobRow.collection_id)
+    )
+    return {collection_id: count for collection_id, count in session.execute(query).all()}
+
+
+def latest_history(session: Session, job_ids: list[int]) -> dict[int, JobHistoryRow]:
+    """Each job's newest history entry (absent: never run)."""
+    if not job_ids:
+        return {}
+    newest = select(func.max(JobHistoryRow.id)).where(JobHistoryRow.job_id.in_(job_ids)).group_by(JobHistoryRow.job_id)
+    return {entry.job_id: entry for entry in session.scalars(select(JobHistoryRow).where(JobHistoryRow.id.in_(newest)))}

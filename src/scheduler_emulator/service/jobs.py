@@ -1,0 +1,301 @@
+"""Jobs: create or replace, merge-patch, run now, delete, find, list and history, with every rule.
+
+Where a job's write-only secrets live (SPEC §11) is known here only: ``keep_omitted_secrets`` carries
+them over an update that does not repeat them, and only for the target they were given for.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from scheduler_emulator.domain import recurrence as rec
+from scheduler_emulator.domain.certificates import read_pfx
+from scheduler_emulator.domain.clock import isoformat_z
+from scheduler_emulator.domain.errors import Conflict, FieldError, NotFound, TooLarge
+from scheduler_emulator.domain.job_rules import RetrySpec, check_job, check_job_count
+from scheduler_emulator.domain.merge import merge_patch
+from scheduler_emulator.domain.plans import Limits
+from scheduler_emulator.domain.states import JobState
+from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties, strip_secrets, use_spec_occurrence_key
+from scheduler_emulator.schemas.job_collection import stored_limits
+from scheduler_emulator.service.validation import check_name_length, read_model
+from scheduler_emulator.store import repository as repo
+from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
+
+log = logging.getLogger("scheduler_emulator.service")
+
+MAX_DEFINITION_BYTES = 16 * 1024
+JOB_STATES = tuple(state.value for state in JobState)
+HISTORY_STATUSES = ("Completed", "Failed", "Postponed")
+SECRETS = ("password", "pfx", "secret")
+_ACTIONS = (("properties.action", ("action",)), ("properties.action.errorAction", ("action", "errorAction")))
+
+
+def get(session: Session, collection: JobCollectionRow, name: str) -> JobRow:
+    """The job; NotFound when there is none."""
+    job = repo.find_job(session, collection, name)
+    if job is None:
+        raise NotFound("job", f"{collection.name}/{name}")
+    return job
+
+
+def put(
+    session: Session, collection: JobCollectionRow, name: str, raw: dict[str, Any], moment: datetime, floor: timedelta
+) -> tuple[JobRow, bool]:
+    """Create or replace the job from its ARM ``properties``; a new series starts at ``moment``. Returns the
+    job and whether it was created."""
+    existing = repo.find_job(session, collection, name)
+    definition = raw
+    if existing is not None:
+        _refuse_final(existing)
+        definition = keep_omitted_secrets(raw, existing.definition)
+    return _store(session, collection, name, definition, existing, moment, True, floor), existing is None
+
+
+def patch(
+    session: Session,
+    collection: JobCollectionRow,
+    name: str,
+    changes: dict[str, Any],
+    moment: datetime,
+    floor: timedelta,
+) -> JobRow:
+    """Merge-patch the job's ``properties``; the series restarts only when its timing changed (or on enabling)."""
+    job = get(session, collection, name)
+    _refuse_final(job)
+    # Secrets the patch does not mention are kept only for an unchanged target (keep_omitted_secrets).
+    merged = keep_omitted_secrets(merge_patch(strip_secrets(job.definition), changes), job.definition)
+    timing_changed = any(merged.get(k) != job.definition.get(k) for k in ("startTime", "recurrence"))
+    return _store(session, collection, job.name, merged, job, moment, timing_changed, floor)
+
+
+def delete(session: Session, collection: JobCollectionRow, name: str) -> None:
+    repo.delete_job(session, get(session, collection, name))
+
+
+def run_now(session: Session, collection: JobCollectionRow, name: str, moment: datetime) -> JobRow:
+    """Ask for one extra occurrence now, outside the schedule."""
+    job = get(session, collection, name)
+    repo.request_run(session, job, moment)
+    return job
+
+
+def list_page(
+    session: Session, collection: JobCollectionRow, state: str | None, skip: int, limit: int, by_name: bool = False
+) -> list[JobRow]:
+    """Jobs in a stable order (by creation, or by name), optionally only those in ``state``."""
+    return repo.list_jobs(session, collection, state, skip, limit, by_name)
+
+
+def set_all_states(session: Session, collection: JobCollectionRow, state: str, moment: datetime) -> None:
+    """Enable or disable every job of the collection that is not Completed or Faulted; an enabled job's
+    series restarts at ``moment``."""
+    for job in repo.set_jobs_state(session, collection, state, moment):
+        job.version += 1
+        if state == JobState.Enabled:
+            restart_series(job, moment)
+        else:
+            job.next_execution_time = None
+
+
+def history_page(
+    session: Session, collection: JobCollectionRow, name: str, status: str | None, skip: int, limit: int
+) -> tuple[JobRow, list[JobHistoryRow]]:
+    """The job and a page of its history, newest first, optionally only entries with ``status``."""
+    job = get(session, collection, name)
+    return job, repo.list_history(session, job, status, skip, limit)
+
+
+def stored_properties(job: JobRow) -> JobProperties:
+    """The stored definition read back (ValidationError if today's rules refuse it)."""
+    return JobDefinitionIn.model_validate({"properties": job.definition}).properties
+
+
+def restart_series(job: JobRow, moment: datetime) -> None:
+    """Enabling recomputes from now: the series starts again at ``moment``."""
+    job.series_origin = moment
+    try:
+        job.next_execution_time = first_run(stored_properties(job), moment)
+    except ValidationError:
+        job.next_execution_time = None  # no longer valid: the dispatcher sets such a job aside
+        log.warning("job %s no longer validates; it has no next run", job.name)
+
+
+def first_run(properties: JobProperties, origin: datetime) -> datetime | None:
+    """When the series defined at ``origin`` first runs (None: never)."""
+    return next(iter(rec.occurrences(properties.timing(), origin)), None)
+
+
+def collection_limits_of(collection: JobCollectionRow, floor: timedelta) -> Limits:
+    """The collection's plan tightened by its quota."""
+    return stored_limits(collection.sku, collection.properties, floor)
+
+
+def check_definition(properties: JobProperties, limits: Limits, origin: datetime) -> None:
+    """Every plan, quota and time rule (FieldError or Conflict)."""
+    retries = []
+    auth_paths = []
+    for path, action in (
+        ("properties.action", properties.action),
+        ("properties.action.errorAction", properties.action.error_action),
+    ):
+        if action is None:
+            continue
+        policy = action.retry_policy
+        if policy is not None:
+            retries.append(
+                RetrySpec(f"{path}.retryPolicy", policy.retry_type, policy.retry_count, policy.retry_interval)
+            )
+        if action.authentication is not None and action.authentication.type != "NotSpecified":
+            auth_paths.append(f"{path}.request.authentication")
+    check_job(properties.timing(), origin, retries, auth_paths, limits)
+
+
+def keep_omitted_secrets(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """Write-only secrets the client did not repeat are kept from the stored definition, so a GET-modify-PUT
+    round trip does not lose them — but only while they go where they went before (SPEC §11): same
+    authentication type and same target origin (scheme, host, port) for HTTP, same namespace for Service
+    Bus. A secret omitted for a new target → FieldError naming its field (it is never sent somewhere new)."""
+    result = copy.deepcopy(new)
+    old_actions = dict(_actions(old))
+    for path, action in _actions(result):
+        previous = old_actions.get(path)
+        if previous is None:
+            continue
+        new_request, old_request = _member(action, "request"), _member(previous, "request")
+        new_auth, old_auth = _member(new_request, "authentication"), _member(old_request, "authentication")
+        if (
+            isinstance(new_auth, dict)
+            and isinstance(old_auth, dict)
+            and str(new_auth.get("type", "")).lower() == str(old_auth.get("type", "")).lower()
+        ):
+            same_target = _origin(_member(new_request, "uri")) == _origin(_member(old_request, "uri"))
+            for secret in SECRETS:
+                if secret not in new_auth and secret in old_auth:
+                    if not same_target:
+                        raise _secret_needed(f"{path}.request.authentication.{secret}", "request.uri's origin")
+                    new_auth[secret] = old_auth[secret]
+        for payload in ("serviceBusQueueMessage", "serviceBusTopicMessage"):
+            new_message, old_message = _member(action, payload), _member(previous, payload)
+            new_sb, old_sb = _member(new_message, "authentication"), _member(old_message, "authentication")
+            if isinstance(new_sb, dict) and isinstance(old_sb, dict) and "sasKey" not in new_sb and "sasKey" in old_sb:
+                new_namespace, old_namespace = _member(new_message, "namespace"), _member(old_message, "namespace")
+                if str(new_namespace or "").lower() != str(old_namespace or "").lower():
+                    raise _secret_needed(f"{path}.{payload}.authentication.sasKey", "namespace")
+                new_sb["sasKey"] = old_sb["sasKey"]
+    return result
+
+
+def _store(
+    session: Session,
+    collection: JobCollectionRow,
+    name: str,
+    raw: dict[str, Any],
+    existing: JobRow | None,
+    moment: datetime,
+    new_series: bool,
+    floor: timedelta,
+) -> JobRow:
+    """Validate ``raw`` (the job's properties) against every rule and store it."""
+    if existing is None:
+        check_name_length("job", name)
+    raw = merge_patch({}, raw)  # explicit nulls mean "omitted": never stored, never echoed
+    raw.pop("status", None)
+    size = len(json.dumps(raw, separators=(",", ":")))
+    if size > MAX_DEFINITION_BYTES:
+        raise TooLarge("job definition", MAX_DEFINITION_BYTES, size)
+    properties = read_model(JobDefinitionIn, {"properties": raw}).properties
+    use_spec_occurrence_key(raw)  # after validation, whose messages name the key the client sent
+    limits = collection_limits_of(collection, floor)
+    if existing is None:
+        check_job_count(repo.count_jobs(session, collection), limits)
+    check_definition(properties, limits, moment)
+    _add_certificate_details(raw, properties)
+    state = properties.state or JobState.Enabled
+    job = existing or JobRow(
+        collection_id=collection.id,
+        name=name,
+        name_key=name.lower(),
+        created_at=moment,
+        execution_count=0,
+        failure_count=0,
+        faulted_count=0,
+    )
+    job.definition = raw
+    job.version = (existing.version + 1) if existing is not None else 1
+    job.updated_at = moment
+    enabling = existing is not None and existing.state == JobState.Disabled and state == JobState.Enabled
+    job.state = state
+    if existing is None or new_series or enabling:
+        job.series_origin = moment
+    job.next_execution_time = first_run(properties, job.series_origin) if state == JobState.Enabled else None
+    if existing is None:
+        session.add(job)
+    session.flush()
+    return job
+
+
+def _refuse_final(job: JobRow) -> None:
+    if job.state in repo.FINAL_STATES:
+        raise Conflict(f"The job '{job.name}' is {job.state}; a {job.state} job cannot be changed, only deleted.")
+
+
+def _add_certificate_details(raw: dict[str, Any], properties: JobProperties) -> None:
+    """For ClientCertificate authentication, record what the pfx says (thumbprint, subject, expiry)."""
+    for (path, action), parsed in zip(_actions(raw), (properties.action, properties.action.error_action), strict=False):
+        auth = parsed.authentication if parsed is not None else None
+        if auth is None or auth.type != "ClientCertificate" or auth.pfx is None:
+            continue
+        info = read_pfx(auth.pfx, auth.password, f"{path}.request.authentication")
+        stored = action["request"]["authentication"]
+        stored["certificateThumbprint"] = info.thumbprint
+        stored["certificateSubjectName"] = info.subject_name
+        stored["certificateExpirationDate"] = isoformat_z(info.expiration)
+
+
+def _actions(properties: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(ARM path, action object) for the main action and its error action, as stored."""
+    found = []
+    for path, keys in _ACTIONS:
+        node: Any = properties
+        for key in keys:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            found.append((path, node))
+    return found
+
+
+def _member(node: Any, *keys: str) -> Any:
+    """``node[k1][k2]...`` or None where a level is missing or not an object (the body is not validated yet)."""
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def _origin(uri: object) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of a URI, the default port filled in; None when it is not a URI."""
+    if not isinstance(uri, str):
+        return None
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def _secret_needed(field: str, what_changed: str) -> FieldError:
+    return FieldError(
+        f"properties.{field.removeprefix('properties.')}",
+        f"must be given again: the {what_changed} changed, and a stored secret is only kept for the target it "
+        "was given for",
+    )

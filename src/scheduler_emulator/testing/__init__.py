@@ -1,0 +1,331 @@
+"""Test your own code against the emulator (SPEC §10, "Test support").
+
+``Emulator`` starts the service in a subprocess on a free port with a temporary data directory (or
+attaches to a running one) and drives its virtual clock; ``HttpTarget`` records the requests jobs send.
+The pytest plugin (``scheduler_emulator.testing.plugin``, registered on install) offers both as fixtures.
+
+    with Emulator(clock="virtual") as emulator, HttpTarget() as target:
+        ...create a daily job whose action calls target.url...
+        emulator.advance(days=3)
+        assert len(target.requests) == 3
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.error import HTTPError
+from urllib.parse import quote, urlsplit
+from urllib.request import Request, urlopen
+
+__all__ = ["Emulator", "EmulatorError", "HttpTarget", "RecordedRequest"]
+
+API_VERSION = "2016-03-01"
+DEFAULT_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+START_TIMEOUT = 60.0
+
+
+class EmulatorError(RuntimeError):
+    """The emulator refused a call (its ARM error in ``code`` and ``message``) or could not start."""
+
+    def __init__(self, message: str, status: int = 0, code: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+class Emulator:
+    """The emulator for one test session: ``Emulator(clock="virtual")`` starts one (a context manager: it
+    stops and deletes its data on exit), ``Emulator.attach(url)`` uses one already running."""
+
+    def __init__(
+        self,
+        clock: str = "virtual",
+        clock_start: datetime | str | None = None,
+        args: Iterable[str] = (),
+        env: dict[str, str] | None = None,
+        token: str | None = None,
+        subscription_id: str = DEFAULT_SUBSCRIPTION,
+    ) -> None:
+        self.clock = clock
+        self.subscription_id = subscription_id  # the default of ``history`` and ``sdk_client``
+        self.clock_start = clock_start
+        self.args = list(args)
+        self.env = env or {}
+        self.token = token
+        self.url = ""
+        self._process: subprocess.Popen[str] | None = None
+        self._data_dir: str | None = None
+        self._output: list[str] = []
+
+    @classmethod
+    def attach(cls, url: str, token: str | None = None) -> Emulator:
+        """An emulator already running at ``url`` (e.g. a docker-compose service); nothing is started."""
+        emulator = cls(token=token)
+        emulator.url = url.rstrip("/")
+        return emulator
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> Emulator:
+        if self.url:
+            return self
+        self._data_dir = tempfile.mkdtemp(prefix="scheduler-emulator-")
+        command = [sys.executable, "-m", "scheduler_emulator", "--port", "0", "--data-dir", self._data_dir]
+        command += ["--clock", self.clock, "--log-level", "warning", *self.args]
+        if self.clock_start is not None:
+            start = self.clock_start
+            command += ["--clock-start", start.isoformat() if isinstance(start, datetime) else start]
+        self._process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+        )
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self._process is not None and self._process.stdout is not None
+            for line in self._process.stdout:
+                self._output.append(line.rstrip("\n"))
+                if match := re.search(r"Listening on (\S+)", line):
+                    self.url = match.group(1)
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(START_TIMEOUT) or not self.url:
+            self.stop()
+            raise EmulatorError("the emulator did not start:\n" + "\n".join(self._output[-30:]))
+        return self
+
+    def stop(self) -> None:
+        if self._process is not None:
+            if self._process.poll() is None:
+                self._process.terminate()
+                try:
+                    self._process.wait(15)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+                    self._process.wait(5)
+            self._process = None
+            self.url = ""
+        if self._data_dir is not None:
+            shutil.rmtree(self._data_dir, ignore_errors=True)
+            self._data_dir = None
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def log(self) -> str:
+        return "\n".join(self._output)
+
+    # -- the virtual clock and the store -----------------------------------------------------------
+
+    def now(self) -> datetime:
+        """The emulator's current (virtual) time."""
+        return _parse_time(self.call("GET", "/_emulator/clock")["now"])
+
+    def advance(self, duration: timedelta | str | None = None, **parts: float) -> dict[str, Any]:
+        """Move virtual time on by ``duration`` (a timedelta, an ISO-8601 duration, or ``days=3`` style
+        keywords); every occurrence due meanwhile runs first. Returns ``{"now", "occurrences", "attempts",
+        "failed"}``."""
+        if duration is None:
+            duration = timedelta(**parts)
+        text = duration if isinstance(duration, str) else _iso_duration(duration)
+        result: dict[str, Any] = self.call("POST", "/_emulator/clock", {"advance": text})
+        return result
+
+    def set_time(self, moment: datetime) -> dict[str, Any]:
+        """Move virtual time on to ``moment`` (timezone-aware), running what falls due on the way."""
+        if moment.tzinfo is None:
+            raise ValueError("set_time needs a timezone-aware datetime")
+        result: dict[str, Any] = self.call("POST", "/_emulator/clock", {"to": moment.isoformat()})
+        return result
+
+    def reset(self) -> None:
+        """Remove every collection, job and history entry (the clock keeps its time)."""
+        self.call("POST", "/_emulator/reset")
+
+    def history(
+        self, resource_group: str, collection: str, job: str, subscription_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The job's history entries as the API returns them, newest first (every page)."""
+        subscription = subscription_id or self.subscription_id
+        path = (
+            f"/subscriptions/{quote(subscription)}/resourceGroups/{quote(resource_group)}/providers/"
+            f"Microsoft.Scheduler/jobCollections/{quote(collection)}/jobs/{quote(job)}/history"
+        )
+        entries: list[dict[str, Any]] = []
+        page: dict[str, Any] = self.call("GET", path + f"?api-version={API_VERSION}")
+        for _ in range(1000):  # bounded: at most 1000 entries per job are kept
+            entries += page.get("value", [])
+            link = page.get("nextLink")
+            if not link:
+                break
+            parts = urlsplit(link)
+            page = self.call("GET", f"{parts.path}?{parts.query}")
+        return entries
+
+    def sdk_client(self, subscription_id: str | None = None) -> Any:
+        """A configured ``azure.mgmt.scheduler.SchedulerManagementClient`` (needs ``azure-mgmt-scheduler``)."""
+        try:
+            from azure.core.credentials import AccessToken
+            from azure.core.pipeline.policies import SansIOHTTPPolicy
+            from azure.mgmt.scheduler import SchedulerManagementClient
+        except ImportError as exc:  # pragma: no cover - depends on what the user installed
+            raise EmulatorError("sdk_client needs azure-mgmt-scheduler installed") from exc
+        token = self.token
+
+        class _Credential:
+            def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+                return AccessToken(token or "emulator", int(time.time()) + 3600)
+
+        class _Bearer(SansIOHTTPPolicy):  # type: ignore[type-arg]
+            """The token as a bearer header, over plain HTTP too (azure-core's own policy insists on TLS)."""
+
+            def on_request(self, request: Any) -> None:
+                if token:
+                    request.http_request.headers["Authorization"] = f"Bearer {token}"
+
+        return SchedulerManagementClient(
+            _Credential(),
+            subscription_id or self.subscription_id,
+            base_url=self.url,
+            authentication_policy=_Bearer(),
+            retry_total=0,
+        )
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        """One request to the emulator; its JSON answer (None when empty); EmulatorError on 4xx/5xx."""
+        if not self.url:
+            raise EmulatorError("the emulator is not running (use it as a context manager, or start())")
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urlopen(request, timeout=600) as response:  # noqa: S310 - the emulator's own URL
+                raw = response.read()
+        except HTTPError as exc:
+            raw = exc.read()
+            try:
+                error = json.loads(raw)["error"]
+                raise EmulatorError(
+                    f"{exc.code} {error['code']}: {error['message']}", exc.code, error["code"]
+                ) from None
+            except (ValueError, KeyError, TypeError):
+                raise EmulatorError(f"{exc.code}: {raw[:500]!r}", exc.code) from None
+        return json.loads(raw) if raw else None
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # names in lower case
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+    @property
+    def expected_time(self) -> datetime | None:
+        """When the scheduler meant this request to be sent (``x-ms-scheduler-expected-execution-time``)."""
+        value = self.header("x-ms-scheduler-expected-execution-time")
+        return _parse_time(value) if value else None
+
+
+@dataclass
+class HttpTarget:
+    """A recording HTTP server on 127.0.0.1 for jobs to call: ``url`` (plus any path), ``requests`` in
+    arrival order. ``statuses``: the status of each request in turn (the last repeats; default 200), to
+    simulate a failing target."""
+
+    statuses: list[int] = field(default_factory=lambda: [200])
+    requests: list[RecordedRequest] = field(default_factory=list)
+    url: str = ""
+    _server: ThreadingHTTPServer | None = None
+
+    def start(self) -> HttpTarget:
+        target = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                with lock:
+                    index = len(target.requests)
+                    target.requests.append(
+                        RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                    )
+                status = target.statuses[min(index, len(target.statuses) - 1)]
+                self.send_response(status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle  # noqa: N815
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def clear(self) -> None:
+        self.requests.clear()
+
+    def __enter__(self) -> HttpTarget:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _iso_duration(delta: timedelta) -> str:
+    if delta < timedelta(0):
+        return "-" + _iso_duration(-delta)
+    seconds = delta.total_seconds()
+    days, rest = divmod(seconds, 86400)
+    text = "P" + (f"{int(days)}D" if days else "")
+    return text + (f"T{rest:g}S" if rest or not days else "")

@@ -1,0 +1,85 @@
+"""The virtual clock (``--clock virtual``, SPEC §10): scheduling time that moves only when told.
+
+Its value lives in the database (``emulator_settings``), so every process sharing the store agrees and a
+restart keeps it. Each process holds a copy, refreshed by ``refresh`` (the API does so as a request
+starts, the dispatcher as it advances). While time is being advanced, the advancing process owns the value.
+Retries wait on virtual timers (``sleep``): they fire when an advance reaches their instant. Network
+time-outs and leases stay on the real clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from datetime import UTC, datetime, timedelta
+
+from scheduler_emulator.domain.clock import Clock, isoformat_z
+from scheduler_emulator.store import repository as repo
+from scheduler_emulator.store.database import Database
+
+SETTING = "clock.virtual_now"
+
+
+class VirtualClock(Clock):
+    def __init__(self, database: Database, start: datetime | None = None) -> None:
+        self.database = database
+        self._now = start or datetime.now(UTC)
+        self._timers: list[tuple[datetime, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+        self.sleeping: set[asyncio.Task[object]] = set()  # tasks waiting on a timer
+
+    def now(self) -> datetime:
+        return self._now
+
+    def load(self) -> None:
+        """At start: the stored time, or (first start) the start value, stored."""
+        with self.database.session() as session:
+            stored = repo.read_setting(session, SETTING)
+            if stored is None:
+                repo.write_setting(session, SETTING, isoformat_z(self._now))
+            else:
+                self._now = datetime.fromisoformat(stored.replace("Z", "+00:00"))
+
+    def refresh(self) -> datetime:
+        """Re-read the stored time (another process may have advanced it)."""
+        with self.database.session() as session:
+            stored = repo.read_setting(session, SETTING)
+        if stored is not None:
+            moment = datetime.fromisoformat(stored.replace("Z", "+00:00"))
+            self._now = max(self._now, moment)
+        return self._now
+
+    def set(self, moment: datetime) -> None:
+        """Move to ``moment`` (never backwards), store it, and release the timers due by then."""
+        if moment > self._now:
+            self._now = moment
+            with self.database.session() as session:
+                repo.write_setting(session, SETTING, isoformat_z(moment))
+        while self._timers and self._timers[0][0] <= self._now:
+            _, _, future = heapq.heappop(self._timers)
+            if not future.done():
+                future.set_result(None)
+
+    def next_timer(self) -> datetime | None:
+        while self._timers and self._timers[0][2].done():  # cancelled waits
+            heapq.heappop(self._timers)
+        return self._timers[0][0] if self._timers else None
+
+    async def sleep(self, seconds: float, stopping: asyncio.Event) -> None:
+        """Wait until virtual time has moved ``seconds`` on (or ``stopping`` is set)."""
+        due = self._now + timedelta(seconds=seconds)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._timers, (due, next(self._order), future))
+        task = asyncio.current_task()
+        if task is not None:
+            self.sleeping.add(task)
+        stop = asyncio.ensure_future(stopping.wait())
+        try:
+            await asyncio.wait([future, stop], return_when=asyncio.FIRST_COMPLETED)  # type: ignore[type-var]
+        finally:
+            stop.cancel()
+            if not future.done():
+                future.cancel()
+            if task is not None:
+                self.sleeping.discard(task)
