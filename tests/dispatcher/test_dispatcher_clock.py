@@ -75,6 +75,38 @@ def test_a_job_fires_when_the_clock_reaches_its_time(database: Database, target:
     assert (row.state, row.execution_count, row.last_execution_time, row.finished_at) == ("Completed", 1, due, due)
 
 
+class SteppingBackClock(SetClock):
+    """A wall clock that steps back a little once the job's time is reached, as NTP or a VM's clock source can:
+    the first reading at ``due`` says it is time, every later one reads ``step`` earlier."""
+
+    def __init__(self, now: datetime, due: datetime, step: timedelta) -> None:
+        super().__init__(now)
+        self.due, self.step, self.reached = due, step, False
+
+    def now(self) -> datetime:
+        if self.moment >= self.due:
+            if self.reached:
+                return self.moment - self.step
+            self.reached = True
+        return self.moment
+
+
+def test_a_clock_stepping_back_after_the_due_time_does_not_record_an_early_start(
+    database: Database, target: TargetServer
+) -> None:
+    due = T0 + timedelta(minutes=5)
+    job_id = add_job(database, add_collection(database), "stepped", due, uri=target.url("/stepped"))
+
+    run(database, SteppingBackClock(T0, due, timedelta(microseconds=80)), [due], target, fires=1)
+
+    [request] = target.requests("/stepped")
+    assert request.expected_time == due
+    [entry] = history(database, job_id)
+    assert entry.start_time >= due, "the history says it started before its time"
+    assert entry.end_time >= entry.start_time
+    assert job(database, job_id).last_execution_time >= due, "lastExecutionTime before the job's time"
+
+
 def test_instants_missed_while_stopped_run_once_and_are_reported(database: Database, target: TargetServer) -> None:
     recurrence = {"frequency": "Hour", "interval": 1}
     job_id = add_job(database, add_collection(database), "hourly", T0, uri=target.url("/hourly"), recurrence=recurrence)

@@ -132,12 +132,14 @@ class OccurrenceRunner:
                 collection_name=claim.collection_name,
                 region=claim.region,
             )
-            started = self.clock.now()
+            # Never before its time: the wait ended at or after it by this clock, but a host's wall clock can
+            # step back a little (NTP, a VM's clock source) between that reading and this one.
+            started = max(self.clock.now(), claim.expected_time)
             lateness = (started - claim.expected_time).total_seconds()
             if retry == 0 and action_name == ActionName.MainAction:
                 self.metrics.lag.observe(max(0.0, lateness))
             outcome = await self.actions.execute(action, context)
-            ended = self.clock.now()
+            ended = max(self.clock.now(), started)
             result = "succeeded" if outcome.succeeded else "failed"
             counter = self._attempt_counters.get((action.type, action_name, result))
             if counter is None:
