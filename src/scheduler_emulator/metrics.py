@@ -39,6 +39,11 @@ class Metrics:
             "Jobs due now but not yet claimed by a dispatcher (measured at scrape time).",
             registry=self.registry,
         )
+        self.cycles = Counter(
+            "scheduler_dispatcher_cycles",
+            "Times the dispatcher looked for due work: woken by a change, by its timer or by its poll interval.",
+            registry=self.registry,
+        )
         self.requests = Counter(
             "scheduler_api_requests",
             "API requests by route template, method and status code.",

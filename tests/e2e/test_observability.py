@@ -7,6 +7,7 @@ import json
 import signal
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,56 @@ def test_metrics_move_when_a_job_fires(start, target: TargetServer) -> None:
     assert _metric(after, "scheduler_firing_lag_seconds_count") == 2
     assert _metric(after, "scheduler_due_backlog") == 0
     assert _metric(after, "scheduler_api_requests_total", method="PUT", status="201") >= 3
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_api_writes_wake_the_dispatcher_only_for_jobs_due_soon(start, target: TargetServer, store: str) -> None:
+    """With a 60 s poll interval, a job due in 3 s fires on time only because its PUT woke the dispatcher; jobs
+    due tomorrow (created, then edited) cost it no look at all (on PostgreSQL: no NOTIFY to any process)."""
+    database = None
+    args = ["--poll-interval", "60"]
+    if store == "postgresql":
+        require_postgres()
+        database = PostgresDatabase().create()
+        args += ["--database-url", database.url]
+    try:
+        server = start(*args)
+        names = Names()
+        tomorrow = (datetime.now(UTC) + timedelta(days=1)).isoformat().replace("+00:00", "Z")
+        action = {"type": "Http", "request": {"uri": target.url("/later"), "method": "GET"}}
+
+        def cycles() -> float:
+            return _metric(client.get("/metrics").text, "scheduler_dispatcher_cycles_total")
+
+        with server.client() as client:
+            create_job(client, names, "first", action, startTime=tomorrow)
+            settled = [cycles()]
+            for _ in range(50):  # bounded: until the wake-ups of start-up and of the collection's creation are over
+                time.sleep(0.2)
+                settled.append(cycles())
+                if len(settled) >= 3 and settled[-1] == settled[-2] == settled[-3]:
+                    break
+            before = settled[-1]
+            for job in range(10):
+                create_job(client, names, f"later-{job}", action, ensure_collection=False, startTime=tomorrow)
+            edited = client.patch(names.job_path("later-3"), params=PARAMS, json={"properties": {"state": "Disabled"}})
+            assert edited.status_code == 200, edited.text
+            time.sleep(0.5)
+            assert cycles() == before, "a write of jobs due tomorrow woke the dispatcher"
+
+            due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+            soon = {"type": "Http", "request": {"uri": target.url("/soon"), "method": "GET"}}
+            create_job(
+                client, names, "soon", soon, ensure_collection=False, startTime=due.isoformat().replace("+00:00", "Z")
+            )
+            [fire] = target.wait_for(1, 10, "/soon")
+            assert 0 <= fire.lateness < 1.0, fire.lateness
+            assert cycles() > before
+        assert target.requests("/later") == []
+        server.stop()
+    finally:
+        if database is not None:
+            database.drop()
 
 
 def test_every_api_request_logs_one_json_line_with_its_request_id(start) -> None:

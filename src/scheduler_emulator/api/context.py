@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -22,7 +22,7 @@ from scheduler_emulator.schemas import strict_json
 from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
-from scheduler_emulator.store.dispatching import announce_change
+from scheduler_emulator.store.dispatching import announce_change, wake_needed
 
 log = logging.getLogger("scheduler_emulator.api")
 T = TypeVar("T")
@@ -129,21 +129,28 @@ def write_locks(request: Request) -> list[str]:
 
 async def in_session(request: Request, work: Callable[[Session], T], wake: bool = False) -> T:
     """Run ``work`` in one store transaction on a worker thread; domain errors become ARM errors.
-    ``wake``: the work may make a job due earlier, so wake the dispatcher once it is committed."""
+    ``wake``: the work may make a job due earlier, so wake the dispatchers once it is committed — unless
+    every job it changed noted (store.dispatching.note_due) that it is not due before they look anyway."""
     database: Database = request.app.state.database
     locks = write_locks(request)
 
-    def run() -> T:
+    settings = request.app.state.settings
+    virtual = getattr(clock(request), "refresh", None) is not None  # a virtual clock: always wake (passive loop)
+    # Every dispatcher looks again by itself within its poll interval and then claims this far ahead.
+    lookahead = timedelta(seconds=settings.poll_interval + settings.claim_ahead)
+
+    def run() -> tuple[T, bool]:
         with database.session() as session:
             for key in locks:
                 repo.lock(session, key)
             result = work(session)
-            if wake:
+            woken = wake and (virtual or wake_needed(session, datetime.now(UTC) + lookahead))
+            if woken:
                 announce_change(session)
-            return result
+            return result, woken
 
     try:
-        result = await run_in_threadpool(run)
+        result, wake = await run_in_threadpool(run)
     except (FieldError, Conflict, NotFound, InvalidName, TooLarge) as exc:
         raise errors.from_domain(exc) or exc from None
     except (OperationalError, PoolTimeout) as exc:

@@ -154,6 +154,7 @@ class Dispatcher:
                 self._sleeping_until = None  # awake: any change may matter
                 now = self.clock.now()
                 generation = self._generation
+                self.metrics.cycles.inc()
                 claims = await self._db(partial(self.store.claim_due, now, CLAIM_BATCH, now + self.ahead))
                 soon = self.clock.now()
                 for claim in claims:

@@ -28,6 +28,7 @@ from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties, strip
 from scheduler_emulator.schemas.job_collection import stored_limits
 from scheduler_emulator.service.validation import check_name_length, read_model
 from scheduler_emulator.store import repository as repo
+from scheduler_emulator.store.dispatching import note_due
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 
 log = logging.getLogger("scheduler_emulator.service")
@@ -205,6 +206,8 @@ def _store(
     floor: timedelta,
 ) -> JobRow:
     """Validate ``raw`` (the job's properties) against every rule and store it."""
+    before = existing.next_execution_time if existing is not None else None
+    claimed = existing is not None and existing.lease_owner is not None
     if existing is None:
         check_name_length("job", name)
     raw = merge_patch({}, raw)  # explicit nulls mean "omitted": never stored, never echoed
@@ -240,6 +243,8 @@ def _store(
     if existing is None:
         session.add(job)
     session.flush()
+    # Dispatchers need waking only for a job due soon, or one whose claimed occurrence must re-check it.
+    note_due(session, job.next_execution_time, before, at_once=claimed)
     return job
 
 

@@ -349,6 +349,25 @@ def finish_jobs(session: Session, moved: list[dict[str, Any]], released: list[di
 WAKE_CHANNEL = "scheduler_emulator_wake"
 
 
+_DUE = "scheduler_emulator.due"  # session.info key: when the jobs this transaction changed may be due
+
+
+def note_due(session: Session, *moments: datetime | None, at_once: bool = False) -> None:
+    """Record that this transaction changed a job whose occurrences may be due at ``moments`` (None: never),
+    or that a dispatcher must look ``at_once`` (an occurrence of the job is claimed: it must re-check it).
+    A transaction that changes jobs without noting anything wakes dispatchers at once (see wake_needed)."""
+    notes: list[datetime | None] = session.info.setdefault(_DUE, [])
+    notes.extend([None] if at_once else [m if m is not None else datetime.max.replace(tzinfo=UTC) for m in moments])
+
+
+def wake_needed(session: Session, horizon: datetime) -> bool:
+    """Whether dispatchers must look now: something changed that no note describes, or a noted job may be
+    due before ``horizon`` (the time by which every dispatcher looks again by itself: its poll interval plus
+    how far ahead it claims). Skipping the rest saves every dispatcher a claim cycle per API write."""
+    notes: list[datetime | None] | None = session.info.get(_DUE)
+    return not notes or any(moment is None or moment < horizon for moment in notes)
+
+
 def announce_change(session: Session) -> None:
     """Tell every dispatcher process sharing this PostgreSQL database to look for due work (delivered at
     commit). SQLite has one process, whose dispatcher is woken in-process instead."""
