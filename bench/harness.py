@@ -492,6 +492,78 @@ def seed_jobs(database_url: str, due: list[datetime], uri_of: Any, batch: int = 
     return time.monotonic() - began
 
 
+def seed_jobs_in_sql(database_url: str, jobs: int, due_soon: int, moment: datetime, spread: timedelta,
+                     uri_prefix: str, batch: int = 500_000, progress: Any = None) -> float:
+    """PostgreSQL only, for tens of millions of jobs: like ``seed_jobs``, but the rows are made by the server
+    (INSERT ... SELECT over generate_series) from the template's own rows. Job i is due at ``moment`` for
+    i < ``due_soon``, else spread evenly over ``spread`` starting a day after ``moment``; its URI is
+    ``uri_prefix`` + i. Indexes are built once after the load (as pg_restore does). Returns the seconds spent."""
+    from sqlalchemy import bindparam, text
+
+    from scheduler_emulator.store.database import Database
+    from scheduler_emulator.store.models import JobCollectionRow, JobRow
+
+    began = time.monotonic()
+    database = Database(database_url)
+    collections = (jobs + JOBS_PER_COLLECTION - 1) // JOBS_PER_COLLECTION
+    times = {"moment": bindparam("moment", moment, type_=JobRow.__table__.c.created_at.type)}
+
+    def column_list(table: Any, overrides: dict[str, str]) -> tuple[str, str]:
+        names = [c.name for c in table.columns if c.name != "id"]
+        return ", ".join(names), ", ".join(overrides.get(n, f"t.{n}") for n in names)
+
+    try:
+        with database.engine.begin() as conn:
+            tc, tj = conn.execute(text(
+                "SELECT c.id, j.id FROM job_collections c JOIN jobs j ON j.collection_id = c.id WHERE c.name = :n"
+            ), {"n": TEMPLATE}).one()
+            names, values = column_list(JobCollectionRow.__table__, {
+                "name": "'bench-' || lpad(g::text, 6, '0')", "name_key": "'bench-' || lpad(g::text, 6, '0')",
+                "created_at": ":moment", "updated_at": ":moment"})
+            conn.execute(text(f"INSERT INTO job_collections ({names}) SELECT {values} FROM job_collections t, "
+                              f"generate_series(0, {collections - 1}) g WHERE t.id = {tc}").bindparams(times["moment"]))
+        per_job = spread.total_seconds() / max(1, jobs - due_soon)
+        due = (f"CASE WHEN g < {due_soon} THEN CAST(:moment AS timestamptz) ELSE CAST(:moment AS timestamptz) "
+               f"+ interval '1 day' + (g - {due_soon}) * interval '{per_job:.6f} seconds' END")
+        names, values = column_list(JobRow.__table__, {
+            "collection_id": "c.id", "name": "'job-' || lpad(g::text, 8, '0')",
+            "name_key": "'job-' || lpad(g::text, 8, '0')",
+            "definition": "jsonb_set(jsonb_set(t.definition::jsonb, '{startTime}', to_jsonb(to_char(d.due AT TIME "
+                          "ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))), '{action,request,uri}', "
+                          f"to_jsonb('{uri_prefix}' || g::text))::json",
+            "next_execution_time": "d.due", "series_origin": "LEAST(CAST(:moment AS timestamptz), d.due)",
+            "created_at": ":moment", "updated_at": ":moment"})
+        with database.engine.begin() as conn:  # indexes other than the primary key: dropped, rebuilt after
+            indexes = conn.execute(text(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'jobs' AND indexname <> 'jobs_pkey' "
+                "AND indexdef NOT LIKE '%UNIQUE%'")).all()
+            for name, _ in indexes:
+                conn.execute(text(f'DROP INDEX "{name}"'))
+        for start in range(0, jobs, batch):
+            end = min(jobs, start + batch) - 1
+            with database.engine.begin() as conn:
+                conn.execute(text(
+                    f"INSERT INTO jobs ({names}) SELECT {values} FROM jobs t "
+                    f"CROSS JOIN generate_series({start}, {end}) g "
+                    f"CROSS JOIN LATERAL (SELECT {due} AS due) d "
+                    f"JOIN job_collections c ON c.subscription_key = (SELECT subscription_key FROM job_collections "
+                    f"WHERE id = {tc}) AND c.resource_group_key = (SELECT resource_group_key FROM job_collections "
+                    f"WHERE id = {tc}) AND c.name_key = 'bench-' || lpad((g / {JOBS_PER_COLLECTION})::text, 6, '0') "
+                    f"WHERE t.id = {tj}").bindparams(times["moment"]))
+            if progress is not None:
+                progress(end + 1)
+        with database.engine.begin() as conn:
+            for _, definition in indexes:
+                conn.execute(text(definition))
+            conn.execute(text(f"DELETE FROM jobs WHERE id = {tj}"))
+            conn.execute(text(f"DELETE FROM job_collections WHERE id = {tc}"))
+        with database.engine.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("VACUUM ANALYZE jobs"))
+    finally:
+        database.dispose()
+    return time.monotonic() - began
+
+
 def wait_for_history(database_url: str, fires: int, timeout: float) -> tuple[int, float]:
     """Poll the history table until it holds ``fires`` rows (or ``timeout`` passes): (rows, seconds waited)."""
     from sqlalchemy import func, select
