@@ -43,8 +43,7 @@ async def create_or_replace_job(
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
     def work(session: Session) -> tuple[int, dict[str, Any]]:
-        collection = collections.get(session, ref)
-        job, created = jobs.put(session, collection, job_name, raw, moment, floor)
+        collection, job, created = jobs.put(session, ref, job_name, raw, moment, floor)
         return (201 if created else 200), job_to_wire(collection, job, dialect.one_job)
 
     status, wire = await in_session(request, work, wake=True)

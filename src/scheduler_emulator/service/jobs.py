@@ -10,7 +10,7 @@ import copy
 import json
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -31,6 +31,9 @@ from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.dispatching import note_due
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 
+if TYPE_CHECKING:  # service.collections imports this module
+    from scheduler_emulator.service.collections import CollectionRef
+
 log = logging.getLogger("scheduler_emulator.service")
 
 MAX_DEFINITION_BYTES = 16 * 1024
@@ -49,16 +52,20 @@ def get(session: Session, collection: JobCollectionRow, name: str) -> JobRow:
 
 
 def put(
-    session: Session, collection: JobCollectionRow, name: str, raw: dict[str, Any], moment: datetime, floor: timedelta
-) -> tuple[JobRow, bool]:
-    """Create or replace the job from its ARM ``properties``; a new series starts at ``moment``. Returns the
-    job and whether it was created."""
-    existing = repo.find_job(session, collection, name)
+    session: Session, ref: CollectionRef, name: str, raw: dict[str, Any], moment: datetime, floor: timedelta
+) -> tuple[JobCollectionRow, JobRow, bool]:
+    """Create or replace the job from its ARM ``properties`` in the collection ``ref`` names; a new series
+    starts at ``moment``. Returns the collection, the job and whether it was created."""
+    found = repo.find_collection_and_job(session, ref.subscription_id, ref.resource_group, ref.name, name)
+    if found is None:
+        raise NotFound("job collection", ref.name)
+    collection, existing, count = found
     definition = raw
     if existing is not None:
         _refuse_final(existing)
         definition = keep_omitted_secrets(raw, existing.definition)
-    return _store(session, collection, name, definition, existing, moment, True, floor), existing is None
+    job = _store(session, collection, name, definition, existing, moment, True, floor, count)
+    return collection, job, existing is None
 
 
 def patch(
@@ -204,6 +211,7 @@ def _store(
     moment: datetime,
     new_series: bool,
     floor: timedelta,
+    job_count: int | None = None,
 ) -> JobRow:
     """Validate ``raw`` (the job's properties) against every rule and store it."""
     before = existing.next_execution_time if existing is not None else None
@@ -219,7 +227,7 @@ def _store(
     use_spec_occurrence_key(raw)  # after validation, whose messages name the key the client sent
     limits = collection_limits_of(collection, floor)
     if existing is None:
-        check_job_count(repo.count_jobs(session, collection), limits)
+        check_job_count(repo.count_jobs(session, collection) if job_count is None else job_count, limits)
     check_definition(properties, limits, moment)
     _add_certificate_details(raw, properties)
     state = properties.state or JobState.Enabled

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import delete, func, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from scheduler_emulator.store.models import (
     ClassicOperationRow,
@@ -57,6 +57,25 @@ def count_collections(session: Session, subscription: str, sku: str | None = Non
     if sku is not None:
         query = query.where(JobCollectionRow.sku == sku)
     return session.scalar(query) or 0
+
+
+def find_collection_and_job(
+    session: Session, subscription: str, resource_group: str, name: str, job_name: str
+) -> tuple[JobCollectionRow, JobRow | None, int] | None:
+    """The collection (as find_collection), its job named ``job_name`` if any, and its job count, in one
+    statement (what a job write needs to know; None when there is no such collection)."""
+    counted = aliased(JobRow)
+    count = select(func.count()).where(counted.collection_id == JobCollectionRow.id).scalar_subquery()
+    row = session.execute(
+        select(JobCollectionRow, JobRow, count)
+        .outerjoin(JobRow, (JobRow.collection_id == JobCollectionRow.id) & (JobRow.name_key == job_name.lower()))
+        .where(
+            JobCollectionRow.subscription_key == subscription.lower(),
+            JobCollectionRow.resource_group_key == resource_group.lower(),
+            JobCollectionRow.name_key == name.lower(),
+        )
+    ).first()
+    return None if row is None else (row[0], row[1], int(row[2]))
 
 
 def find_job(session: Session, collection: JobCollectionRow, name: str) -> JobRow | None:

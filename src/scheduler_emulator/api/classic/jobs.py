@@ -79,8 +79,7 @@ async def _write(
     ref = cloud_services.collection_ref(subscription, cloud_service, collection_name)
 
     def work(session: Session) -> tuple[bool, dict[str, Any]]:
-        collection = collections.get(session, ref)
-        job, created = jobs.put(session, collection, name, definition, moment, floor)
+        collection, job, created = jobs.put(session, ref, name, definition, moment, floor)
         return created, to_classic(collection, job)
 
     created, body = await in_session(request, work, wake=True)
