@@ -31,10 +31,11 @@ node_modules/.installed: package.json package-lock.json | test-machine
 test-machine:
 	@bash scripts/test-machine.sh
 
-# Two workers by default (each test module stays on one worker, so its servers start once); PYTEST_WORKERS=0 for one.
+# Two workers by default (each test module stays on one worker, so its servers start once; the slowest modules
+# start first, see tests/conftest.py); PYTEST_WORKERS=0 for one.
 PYTEST_WORKERS ?= 2
 test: test-machine $(VENV)/.test-deps node_modules/.installed
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: $(VENV)/.test-deps
 	$(VENV)/bin/ruff check src tests migrations

@@ -154,3 +154,23 @@ def emulators() -> Iterator[EmulatorPool]:
     stops every one it started when the test ends."""
     with EmulatorPool() as pool:
         yield pool
+
+
+# The modules that take minutes, longest first. `make test` runs with --dist loadfile --no-loadscope-reorder,
+# so workers take modules in collection order: starting with these keeps one worker from being left alone
+# with a long module at the end (xdist's own order, most tests first, put them last: a 4-minute tail).
+SLOW_MODULES_FIRST = (
+    "tests/api/test_schemathesis.py",
+    "tests/e2e/test_firing.py",
+    "tests/e2e/test_scale_out.py",
+    "tests/e2e/test_dispatcher_settings.py",
+    "tests/e2e/test_client_matrix.py",
+    "tests/e2e/test_classic_clients.py",
+    "tests/e2e/test_secrets_at_rest.py",
+    "tests/e2e/test_observability.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: place for place, path in enumerate(SLOW_MODULES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
