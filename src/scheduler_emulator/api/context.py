@@ -25,6 +25,7 @@ from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatching import announce_change, wake_needed
 
 log = logging.getLogger("scheduler_emulator.api")
+MAX_ASSUMED_POLL = 60.0  # seconds: the longest --poll-interval assumed of any process sharing the database
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
@@ -136,8 +137,10 @@ async def in_session(request: Request, work: Callable[[Session], T], wake: bool 
 
     settings = request.app.state.settings
     virtual = getattr(clock(request), "refresh", None) is not None  # a virtual clock: always wake (passive loop)
-    # Every dispatcher looks again by itself within its poll interval and then claims this far ahead.
-    lookahead = timedelta(seconds=settings.poll_interval + settings.claim_ahead)
+    # Every dispatcher looks again by itself within its poll interval and then claims this far ahead. Other
+    # processes sharing the database may poll less often than this one: assume up to a minute, and the
+    # largest claim-ahead allowed (a job due later than that needs no wake-up anywhere).
+    lookahead = timedelta(seconds=max(settings.poll_interval, MAX_ASSUMED_POLL) + max(settings.claim_ahead, 10.0))
 
     def run() -> tuple[T, bool]:
         with database.session() as session:
