@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
 
-from sqlalchemy import delete, func, select, text
+from sqlalchemy import Select, bindparam, delete, func, select, text
 from sqlalchemy.orm import Session, aliased
 
 from scheduler_emulator.store.models import (
@@ -27,15 +28,43 @@ def lock(session: Session, key: str) -> None:
         session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
 
 
-def find_collection(session: Session, subscription: str, resource_group: str, name: str) -> JobCollectionRow | None:
-    """The collection, matching all three names case-insensitively."""
-    return session.scalar(
-        select(JobCollectionRow).where(
-            JobCollectionRow.subscription_key == subscription.lower(),
-            JobCollectionRow.resource_group_key == resource_group.lower(),
-            JobCollectionRow.name_key == name.lower(),
+# The statements nearly every request runs are built once, with bound parameters: building one costs more
+# than executing it (SQLAlchemy constructs the clauses and then computes their cache key at every call).
+
+
+@cache
+def _collection_by_names() -> Select[JobCollectionRow]:
+    return select(JobCollectionRow).where(
+        JobCollectionRow.subscription_key == bindparam("subscription"),
+        JobCollectionRow.resource_group_key == bindparam("resource_group"),
+        JobCollectionRow.name_key == bindparam("name"),
+    )
+
+
+@cache
+def _collection_job_and_count() -> Select[JobCollectionRow, JobRow, int]:
+    counted = aliased(JobRow)
+    count = select(func.count()).where(counted.collection_id == JobCollectionRow.id).scalar_subquery()
+    return (
+        select(JobCollectionRow, JobRow, count)
+        .outerjoin(JobRow, (JobRow.collection_id == JobCollectionRow.id) & (JobRow.name_key == bindparam("job")))
+        .where(
+            JobCollectionRow.subscription_key == bindparam("subscription"),
+            JobCollectionRow.resource_group_key == bindparam("resource_group"),
+            JobCollectionRow.name_key == bindparam("name"),
         )
     )
+
+
+@cache
+def _job_by_name() -> Select[JobRow]:
+    return select(JobRow).where(JobRow.collection_id == bindparam("collection"), JobRow.name_key == bindparam("name"))
+
+
+def find_collection(session: Session, subscription: str, resource_group: str, name: str) -> JobCollectionRow | None:
+    """The collection, matching all three names case-insensitively."""
+    names = {"subscription": subscription.lower(), "resource_group": resource_group.lower(), "name": name.lower()}
+    return session.scalar(_collection_by_names(), names)
 
 
 def list_collections(
@@ -64,22 +93,18 @@ def find_collection_and_job(
 ) -> tuple[JobCollectionRow, JobRow | None, int] | None:
     """The collection (as find_collection), its job named ``job_name`` if any, and its job count, in one
     statement (what a job write needs to know; None when there is no such collection)."""
-    counted = aliased(JobRow)
-    count = select(func.count()).where(counted.collection_id == JobCollectionRow.id).scalar_subquery()
-    row = session.execute(
-        select(JobCollectionRow, JobRow, count)
-        .outerjoin(JobRow, (JobRow.collection_id == JobCollectionRow.id) & (JobRow.name_key == job_name.lower()))
-        .where(
-            JobCollectionRow.subscription_key == subscription.lower(),
-            JobCollectionRow.resource_group_key == resource_group.lower(),
-            JobCollectionRow.name_key == name.lower(),
-        )
-    ).first()
+    names = {
+        "subscription": subscription.lower(),
+        "resource_group": resource_group.lower(),
+        "name": name.lower(),
+        "job": job_name.lower(),
+    }
+    row = session.execute(_collection_job_and_count(), names).first()
     return None if row is None else (row[0], row[1], int(row[2]))
 
 
 def find_job(session: Session, collection: JobCollectionRow, name: str) -> JobRow | None:
-    return session.scalar(select(JobRow).where(JobRow.collection_id == collection.id, JobRow.name_key == name.lower()))
+    return session.scalar(_job_by_name(), {"collection": collection.id, "name": name.lower()})
 
 
 def list_jobs(

@@ -57,6 +57,7 @@ class HttpAction:
         self.certificates = ClientCertificates()
         self.tokens = TokenCache(settings.oauth_authority, self.policy)
         self._urls: dict[str, URL] = {}  # parsed once per URI (aiohttp would parse a string at every request)
+        self._refusals: dict[str, str | None] = {}  # literal_refusal by URL host
 
     def session(self) -> aiohttp.ClientSession:
         """The process's one session (see session.py)."""
@@ -93,20 +94,30 @@ class HttpAction:
             except TokenError as exc:
                 return Outcome(False, f"Http Action - {exc}")
             credentials["Authorization"] = f"Bearer {bearer}"
+        service_headers = scheduler_headers(context)
         first = Hop(
             url=url,
             method=request.method.upper(),
             body=request.body.encode() if request.body is not None else None,
-            headers={**(request.headers or {}), **credentials, **scheduler_headers(context)},
+            headers={**(request.headers or {}), **credentials, **service_headers},
             tls=tls,
         )
         try:
             async with asyncio.timeout(self.timeout.total):
-                return await self._follow(first, scheduler_headers(context), request.uri)
+                return await self._follow(first, service_headers, request.uri)
         except TimeoutError:
             return _failed(request.uri, "the request timed out")
         except (aiohttp.ClientError, OSError) as exc:
             return _failed(request.uri, describe_error(exc, urlsplit(request.uri).scheme.lower() == "https"))
+
+    def _refusal(self, host: str) -> str | None:
+        """literal_refusal, asked before every request: the answer for a host is kept (the policy is fixed)."""
+        if host in self._refusals:
+            return self._refusals[host]
+        if len(self._refusals) >= 10_000:
+            self._refusals.clear()
+        refusal = self._refusals[host] = literal_refusal(self.policy, host)
+        return refusal
 
     async def _follow(self, hop: Hop, service_headers: dict[str, str], uri: str) -> Outcome:
         """Send ``hop`` and follow redirects (at most 5), each destination checked by the outbound policy.
@@ -114,7 +125,7 @@ class HttpAction:
         the client certificate) stay behind: only the service's own ``x-ms-*`` headers go on."""
         origin = _origin(hop.url)
         for _ in range(MAX_REDIRECTS + 1):
-            if (refusal := literal_refusal(self.policy, hop.url.host)) is not None:
+            if (refusal := self._refusal(hop.url.host or "")) is not None:
                 return _failed(uri, refusal)
             async with self.session().request(
                 hop.method, hop.url, headers=hop.headers, data=hop.body, allow_redirects=False, ssl=hop.tls
