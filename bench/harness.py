@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -373,6 +374,16 @@ class Emulator:
         with contextlib.suppress(OSError):
             return self.log_path.read_text(errors="replace")[-chars:]
         return ""
+
+    def counter(self, name: str) -> float | None:
+        """A counter from the emulator's /metrics (None when it cannot be read)."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as response:
+                text = response.read().decode()
+        except OSError:
+            return None
+        match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
+        return float(match.group(1)) if match else None
 
     def errors_logged(self) -> list[str]:
         """Lines of the log that look like errors (tracebacks, ERROR records)."""

@@ -161,6 +161,13 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
             with contextlib.suppress(subprocess.TimeoutExpired):
                 profiler.wait(30)
             h.stop_process(profiler)
+        if emulators:  # how much database work the fires took: write transactions and claim cycles per 1,000
+            read = [(e.counter("scheduler_dispatcher_write_batches_total"), e.counter("scheduler_dispatcher_cycles_total"))
+                    for e in emulators]
+            if all(b is not None and c is not None for b, c in read):
+                per = 1000 / max(1, jobs)
+                result.notes.append(f"per 1,000 fires: {sum(b or 0 for b, _ in read) * per:.0f} write transactions, "
+                                    f"{sum(c or 0 for _, c in read) * per:.0f} claim cycles")
         for emulator in emulators:  # stop them together
             if emulator.process is not None:
                 emulator.process.terminate()

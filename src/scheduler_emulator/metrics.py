@@ -44,6 +44,11 @@ class Metrics:
             "Times the dispatcher looked for due work: woken by a change, by its timer or by its poll interval.",
             registry=self.registry,
         )
+        self.write_batches = Counter(
+            "scheduler_dispatcher_write_batches",
+            "Transactions in which the dispatcher recorded attempts and completed occurrences (each holds a batch).",
+            registry=self.registry,
+        )
         self.requests = Counter(
             "scheduler_api_requests",
             "API requests by route template, method and status code.",

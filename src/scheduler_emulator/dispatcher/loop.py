@@ -17,7 +17,12 @@ from typing import TypeVar
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.occurrence import OccurrenceRunner, Released
-from scheduler_emulator.dispatcher.recorder import BatchRecorder, patiently
+from scheduler_emulator.dispatcher.recorder import (
+    GATHER_SECONDS,
+    VIRTUAL_GATHER_SECONDS,
+    BatchRecorder,
+    patiently,
+)
 from scheduler_emulator.domain.clock import Clock
 from scheduler_emulator.domain.states import JobState
 from scheduler_emulator.metrics import Metrics
@@ -50,7 +55,11 @@ class Dispatcher:
         self.store = DispatchStore(
             database, self.owner, clock=clock, wall=self.wall, history_max_entries=settings.history_max_entries
         )
-        self.recorder = BatchRecorder(self.store.write)
+        self.recorder = BatchRecorder(
+            self.store.write,
+            gather=VIRTUAL_GATHER_SECONDS if self.virtual else GATHER_SECONDS,
+            on_batch=metrics.write_batches.inc,
+        )
         self._stopping = asyncio.Event()  # set: claim nothing more, start no new retry
         self.runner = OccurrenceRunner(
             recorder=self.recorder,
