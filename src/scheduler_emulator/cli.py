@@ -87,12 +87,10 @@ def serve(settings: Settings) -> None:
         log_level=settings.log_level,
         log_config=None,
         timeout_graceful_shutdown=int(settings.shutdown_grace) + 5,
-        # Connection protection (SPEC §8): uvicorn's idle keep-alive timeout, plus our h11 protocol for
-        # head/body deadlines, the head size cap and the connection cap (see connections.py). h11's own
-        # incomplete-event limit sits above ours so that an oversize head gets our 431, not its 400.
+        # Connection protection (SPEC §8): uvicorn's idle keep-alive timeout, plus our httptools protocol for
+        # head/body deadlines, the head size cap and the connection cap (see connections.py).
         http=guarded_protocol(settings),
         timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type]
-        h11_max_incomplete_event_size=4 * settings.max_head_bytes,
         **ssl,  # type: ignore[arg-type]
     )
     server = uvicorn.Server(config)

@@ -1,17 +1,21 @@
 """Connection-level protection that uvicorn lacks (SPEC §8): slow request heads and bodies, oversize heads,
 and a hard cap on open connections.
 
-uvicorn offers an idle keep-alive timeout (``timeout_keep_alive``, used as is) and h11's limit on an
-incomplete event, which answers a plain-text 400. It has no deadline for a request head or body in
-progress — a client sending its headers one byte at a time holds a connection forever — and its
+uvicorn offers an idle keep-alive timeout (``timeout_keep_alive``, used as is). It has no deadline for a
+request head or body in progress — a client sending its headers one byte at a time holds a connection
+forever —, no cap on a request head's size with httptools (llhttp parses any length), and its
 ``limit_concurrency`` still accepts every connection and answers 503 only once a request arrives. So the
-server runs this subclass of uvicorn's h11 protocol (httptools offers no hook for a partial head):
+server runs this subclass of uvicorn's httptools protocol (the C parser: h11, in pure Python, was a sixth
+of an API request's CPU):
 
 - from the moment a connection opens, or the first byte of a request on a kept-alive one arrives, the
   client has ``head_timeout`` seconds to finish the request head, then ``body_timeout`` for the body;
   missing either closes the connection;
 - a head not finished within ``max_head_bytes`` is answered 431 and the connection closed;
 - a connection beyond ``max_connections`` is answered 503 and closed at once instead of waiting.
+
+The parser's callbacks say where a request stands: ``on_message_begin`` (its head is arriving),
+``on_headers_complete`` (its body), ``on_message_complete`` (all received: the response is under way).
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import json
 import logging
 from typing import Any
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from scheduler_emulator.config import Settings
 
 log = logging.getLogger("scheduler_emulator.connections")
+
+HEAD, BODY = "head", "body"
+HEAD_ENDS = (b"\r\n\r\n", b"\n\n")
 
 
 def _error_bytes(status: int, reason: str, code: str, message: str) -> bytes:
@@ -38,8 +44,8 @@ def _error_bytes(status: int, reason: str, code: str, message: str) -> bytes:
     return head.encode("ascii") + body
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with the deadlines and caps above; ``guarded_protocol`` sets the limits."""
+class GuardedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the deadlines and caps above; ``guarded_protocol`` sets the limits."""
 
     head_timeout = 10.0
     body_timeout = 30.0
@@ -49,7 +55,10 @@ class GuardedH11Protocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
-        self._deadline_for: object = None  # h11.IDLE (head) or h11.SEND_BODY (body)
+        self._deadline_for: str | None = None
+        self._phase: str | None = HEAD  # what the client is sending: HEAD, BODY or nothing (None)
+        self._head = b""  # the current head's first max_head_bytes + 4 bytes, while it arrives
+        self._head_size = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -69,7 +78,9 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self.conn.their_state is h11.IDLE and self._head_too_large(data):
+        if self._phase is None and (self.cycle is None or self.cycle.response_complete):
+            self._begin_head()  # the first byte of the next request on a kept-alive connection
+        if self._phase is HEAD and self._head_too_large(data):
             self._clear()
             self.transport.write(
                 _error_bytes(
@@ -84,39 +95,60 @@ class GuardedH11Protocol(H11Protocol):
         super().data_received(data)
         self._watch()
 
+    # The parser's callbacks, called from within data_received.
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._phase is not HEAD:
+            self._begin_head()
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        self._phase, self._head, self._head_size = BODY, b"", 0
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._phase = None
+
     def on_response_complete(self) -> None:
         self._clear()  # the keep-alive timeout takes over until the next request's first byte
         super().on_response_complete()
 
+    # --
+
+    def _begin_head(self) -> None:
+        self._phase, self._head, self._head_size = HEAD, b"", 0
+
     def _head_too_large(self, data: bytes) -> bool:
-        """Whether the request head so far (buffered + ``data``) exceeds the cap without ending."""
-        buffered = self.conn.trailing_data[0]
-        if len(buffered) + len(data) <= self.max_head_bytes:
+        """Whether the head so far (with ``data``) is over the cap without having ended within it."""
+        self._head_size += len(data)
+        room = self.max_head_bytes + 4 - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+        if self._head_size <= self.max_head_bytes:
             return False
-        pending = buffered + data
-        window = pending[: self.max_head_bytes + 4]
-        return b"\r\n\r\n" not in window and b"\n\n" not in window
+        return not any(end in self._head for end in HEAD_ENDS)
 
     def _watch(self) -> None:
         """Arm the deadline that matches the request's state: head, body, or none."""
         if self.transport is None or self.transport.is_closing():
             self._clear()
             return
-        state: object = self.conn.their_state
-        if state is h11.IDLE and self.cycle is not None and not self.cycle.response_complete:
-            state = None  # pipelined bytes wait while the current response is under way
-        if state is h11.IDLE and self.timeout_keep_alive_task is not None:
-            state = None  # idle between requests: the keep-alive timeout applies
-        if state is self._deadline_for:
+        phase = self._phase
+        if phase is HEAD and self.cycle is not None and not self.cycle.response_complete:
+            phase = None  # pipelined bytes wait while the current response is under way
+        if phase is HEAD and self.timeout_keep_alive_task is not None:
+            phase = None  # idle between requests: the keep-alive timeout applies
+        if phase is self._deadline_for:
             return
         self._clear()
-        if state is h11.IDLE:
+        if phase is HEAD:
             self._deadline = self.loop.call_later(self.head_timeout, self._expire, "head", self.head_timeout)
-        elif state is h11.SEND_BODY:
+        elif phase is BODY:
             self._deadline = self.loop.call_later(self.body_timeout, self._expire, "body", self.body_timeout)
         else:
             return
-        self._deadline_for = state
+        self._deadline_for = phase
 
     def _clear(self) -> None:
         if self._deadline is not None:
@@ -131,11 +163,11 @@ class GuardedH11Protocol(H11Protocol):
             self.transport.close()
 
 
-def guarded_protocol(settings: Settings) -> type[GuardedH11Protocol]:
+def guarded_protocol(settings: Settings) -> type[GuardedHttpProtocol]:
     """The protocol class for uvicorn's ``http`` setting, with the operator's limits."""
     return type(
-        "ConfiguredH11Protocol",
-        (GuardedH11Protocol,),
+        "ConfiguredHttpProtocol",
+        (GuardedHttpProtocol,),
         {
             "head_timeout": settings.head_timeout,
             "body_timeout": settings.body_timeout,
