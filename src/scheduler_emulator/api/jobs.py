@@ -79,8 +79,8 @@ async def get_job(
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
     def work(session: Session) -> dict[str, Any]:
-        collection = collections.get(session, ref)
-        return job_to_wire(collection, jobs.get(session, collection, job_name), style)
+        collection, job = jobs.get_in(session, ref, job_name)
+        return job_to_wire(collection, job, style)
 
     return JSONResponse(await in_session(request, work))
 

@@ -51,6 +51,17 @@ def get(session: Session, collection: JobCollectionRow, name: str) -> JobRow:
     return job
 
 
+def get_in(session: Session, ref: CollectionRef, name: str) -> tuple[JobCollectionRow, JobRow]:
+    """The collection ``ref`` names and its job ``name``, read together; NotFound for whichever is missing."""
+    found = repo.find_collection_with_job(session, ref.subscription_id, ref.resource_group, ref.name, name)
+    if found is None:
+        raise NotFound("job collection", ref.name)
+    collection, job = found
+    if job is None:
+        raise NotFound("job", f"{collection.name}/{name}")
+    return collection, job
+
+
 def put(
     session: Session, ref: CollectionRef, name: str, raw: dict[str, Any], moment: datetime, floor: timedelta
 ) -> tuple[JobCollectionRow, JobRow, bool]:

@@ -57,6 +57,19 @@ def _collection_job_and_count() -> Select[JobCollectionRow, JobRow, int]:
 
 
 @cache
+def _collection_and_job() -> Select[JobCollectionRow, JobRow]:
+    return (
+        select(JobCollectionRow, JobRow)
+        .outerjoin(JobRow, (JobRow.collection_id == JobCollectionRow.id) & (JobRow.name_key == bindparam("job")))
+        .where(
+            JobCollectionRow.subscription_key == bindparam("subscription"),
+            JobCollectionRow.resource_group_key == bindparam("resource_group"),
+            JobCollectionRow.name_key == bindparam("name"),
+        )
+    )
+
+
+@cache
 def _job_by_name() -> Select[JobRow]:
     return select(JobRow).where(JobRow.collection_id == bindparam("collection"), JobRow.name_key == bindparam("name"))
 
@@ -101,6 +114,21 @@ def find_collection_and_job(
     }
     row = session.execute(_collection_job_and_count(), names).first()
     return None if row is None else (row[0], row[1], int(row[2]))
+
+
+def find_collection_with_job(
+    session: Session, subscription: str, resource_group: str, name: str, job_name: str
+) -> tuple[JobCollectionRow, JobRow | None] | None:
+    """The collection (as find_collection) and its job named ``job_name`` if any, in one statement (what a
+    job read needs; None when there is no such collection)."""
+    names = {
+        "subscription": subscription.lower(),
+        "resource_group": resource_group.lower(),
+        "name": name.lower(),
+        "job": job_name.lower(),
+    }
+    row = session.execute(_collection_and_job(), names).first()
+    return None if row is None else (row[0], row[1])
 
 
 def find_job(session: Session, collection: JobCollectionRow, name: str) -> JobRow | None:
