@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from functools import cache
 
-from sqlalchemy import Select, bindparam, delete, func, select, text
+from sqlalchemy import ColumnElement, Select, bindparam, delete, func, select, text
 from sqlalchemy.orm import Session, aliased
 
 from scheduler_emulator.store.models import (
@@ -32,41 +32,44 @@ def lock(session: Session, key: str) -> None:
 # than executing it (SQLAlchemy constructs the clauses and then computes their cache key at every call).
 
 
-@cache
-def _collection_by_names() -> Select[JobCollectionRow]:
-    return select(JobCollectionRow).where(
+def _named_collection() -> tuple[ColumnElement[bool], ...]:
+    """The collection matching the bound names ``subscription``, ``resource_group`` and ``name`` (lowercased)."""
+    return (
         JobCollectionRow.subscription_key == bindparam("subscription"),
         JobCollectionRow.resource_group_key == bindparam("resource_group"),
         JobCollectionRow.name_key == bindparam("name"),
     )
 
 
+def _names(subscription: str, resource_group: str, name: str, job_name: str | None = None) -> dict[str, str]:
+    """The bound parameters of the statements above: the names as their keys (lowercase)."""
+    names = {"subscription": subscription.lower(), "resource_group": resource_group.lower(), "name": name.lower()}
+    if job_name is not None:
+        names["job"] = job_name.lower()
+    return names
+
+
 @cache
-def _collection_job_and_count() -> Select[JobCollectionRow, JobRow, int]:
-    counted = aliased(JobRow)
-    count = select(func.count()).where(counted.collection_id == JobCollectionRow.id).scalar_subquery()
-    return (
-        select(JobCollectionRow, JobRow, count)
-        .outerjoin(JobRow, (JobRow.collection_id == JobCollectionRow.id) & (JobRow.name_key == bindparam("job")))
-        .where(
-            JobCollectionRow.subscription_key == bindparam("subscription"),
-            JobCollectionRow.resource_group_key == bindparam("resource_group"),
-            JobCollectionRow.name_key == bindparam("name"),
-        )
-    )
+def _collection_by_names() -> Select[JobCollectionRow]:
+    return select(JobCollectionRow).where(*_named_collection())
 
 
 @cache
 def _collection_and_job() -> Select[JobCollectionRow, JobRow]:
+    """The named collection with its job named by the bound ``job`` (None when it has none)."""
     return (
         select(JobCollectionRow, JobRow)
         .outerjoin(JobRow, (JobRow.collection_id == JobCollectionRow.id) & (JobRow.name_key == bindparam("job")))
-        .where(
-            JobCollectionRow.subscription_key == bindparam("subscription"),
-            JobCollectionRow.resource_group_key == bindparam("resource_group"),
-            JobCollectionRow.name_key == bindparam("name"),
-        )
+        .where(*_named_collection())
     )
+
+
+@cache
+def _collection_job_and_count() -> Select[JobCollectionRow, JobRow, int]:
+    """As _collection_and_job, with the collection's job count."""
+    counted = aliased(JobRow)
+    count = select(func.count()).where(counted.collection_id == JobCollectionRow.id).scalar_subquery()
+    return _collection_and_job().add_columns(count)
 
 
 @cache
@@ -76,8 +79,7 @@ def _job_by_name() -> Select[JobRow]:
 
 def find_collection(session: Session, subscription: str, resource_group: str, name: str) -> JobCollectionRow | None:
     """The collection, matching all three names case-insensitively."""
-    names = {"subscription": subscription.lower(), "resource_group": resource_group.lower(), "name": name.lower()}
-    return session.scalar(_collection_by_names(), names)
+    return session.scalar(_collection_by_names(), _names(subscription, resource_group, name))
 
 
 def list_collections(
@@ -106,13 +108,7 @@ def find_collection_and_job(
 ) -> tuple[JobCollectionRow, JobRow | None, int] | None:
     """The collection (as find_collection), its job named ``job_name`` if any, and its job count, in one
     statement (what a job write needs to know; None when there is no such collection)."""
-    names = {
-        "subscription": subscription.lower(),
-        "resource_group": resource_group.lower(),
-        "name": name.lower(),
-        "job": job_name.lower(),
-    }
-    row = session.execute(_collection_job_and_count(), names).first()
+    row = session.execute(_collection_job_and_count(), _names(subscription, resource_group, name, job_name)).first()
     return None if row is None else (row[0], row[1], int(row[2]))
 
 
@@ -121,13 +117,7 @@ def find_collection_with_job(
 ) -> tuple[JobCollectionRow, JobRow | None] | None:
     """The collection (as find_collection) and its job named ``job_name`` if any, in one statement (what a
     job read needs; None when there is no such collection)."""
-    names = {
-        "subscription": subscription.lower(),
-        "resource_group": resource_group.lower(),
-        "name": name.lower(),
-        "job": job_name.lower(),
-    }
-    row = session.execute(_collection_and_job(), names).first()
+    row = session.execute(_collection_and_job(), _names(subscription, resource_group, name, job_name)).first()
     return None if row is None else (row[0], row[1])
 
 
