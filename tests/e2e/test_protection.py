@@ -158,6 +158,10 @@ def test_a_head_over_the_cap_gets_431_and_one_under_it_is_served(guarded):
         response = client.get("/_emulator/health", headers={"x-pad": "p" * 17_000})
         assert response.status_code == 431
         assert response.json()["error"]["code"] == "RequestHeaderFieldsTooLarge"
+    with guarded.client() as client:  # the first request of a new connection is capped too, not only a kept-alive one's
+        response = client.get("/_emulator/health", headers={"x-pad": "p" * 17_000})
+        assert response.status_code == 431
+        assert response.json()["error"]["code"] == "RequestHeaderFieldsTooLarge"
 
 
 def test_a_connection_flood_beyond_the_cap_is_refused_not_queued(guarded):
