@@ -129,9 +129,23 @@ def write_locks(request: Request) -> list[str]:
 
 
 async def in_session(request: Request, work: Callable[[Session], T], wake: bool = False) -> T:
-    """Run ``work`` in one store transaction on a worker thread; domain errors become ARM errors.
-    ``wake``: the work may make a job due earlier, so wake the dispatchers once it is committed — unless
-    every job it changed noted (store.dispatching.note_due) that it is not due before they look anyway."""
+    """Run ``work`` in one store transaction on a worker thread, holding the request's write locks (see
+    write_locks) from the start; domain errors become ARM errors. ``wake``: the work may make a job due
+    earlier, so wake the dispatchers once it is committed — unless every job it changed noted
+    (store.dispatching.note_due) that it is not due before they look anyway."""
+
+    def locked_first(session: Session, locks: list[str]) -> T:
+        for key in locks:
+            repo.lock(session, key)
+        return work(session)
+
+    return await in_session_locking_late(request, locked_first, wake)
+
+
+async def in_session_locking_late(request: Request, work: Callable[[Session, list[str]], T], wake: bool = False) -> T:
+    """As in_session, but taking the write locks is left to ``work``: it gets the session and their names (take
+    each with repo.lock), to take before it writes, or before it reads anything its checks need that a
+    concurrent write could change."""
     database: Database = request.app.state.database
     locks = write_locks(request)
 
@@ -144,9 +158,7 @@ async def in_session(request: Request, work: Callable[[Session], T], wake: bool 
 
     def run() -> tuple[T, bool]:
         with database.session() as session:
-            for key in locks:
-                repo.lock(session, key)
-            result = work(session)
+            result = work(session, locks)
             woken = wake and (virtual or wake_needed(session, datetime.now(UTC) + lookahead))
             if woken:
                 announce_change(session)

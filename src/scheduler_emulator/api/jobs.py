@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.client_dialects import client_dialect, read_sent_durations
-from scheduler_emulator.api.context import in_session, json_object, now, retry_floor
+from scheduler_emulator.api.context import in_session, in_session_locking_late, json_object, now, retry_floor
 from scheduler_emulator.api.paging import equality_filter, list_body, page_of
 from scheduler_emulator.api.rendering import job_to_wire
 from scheduler_emulator.service import collections, jobs
@@ -42,11 +42,12 @@ async def create_or_replace_job(
     read_sent_durations(raw, dialect)
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
-    def work(session: Session) -> tuple[int, dict[str, Any]]:
-        collection, job, created = jobs.put(session, ref, job_name, raw, moment, floor)
+    def work(session: Session, locks: list[str]) -> tuple[int, dict[str, Any]]:
+        collection, job, created = jobs.put(session, ref, job_name, raw, moment, floor, locks)
         return (201 if created else 200), job_to_wire(collection, job, dialect.one_job)
 
-    status, wire = await in_session(request, work, wake=True)
+    # Writes into one collection queue on its lock: put takes it as late as it can.
+    status, wire = await in_session_locking_late(request, work, wake=True)
     return JSONResponse(wire, status_code=status)
 
 

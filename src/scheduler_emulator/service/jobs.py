@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -19,7 +20,7 @@ from sqlalchemy.orm import Session
 from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.certificates import read_pfx
 from scheduler_emulator.domain.clock import isoformat_z
-from scheduler_emulator.domain.errors import Conflict, FieldError, NotFound, TooLarge
+from scheduler_emulator.domain.errors import Conflict, FieldError, InvalidName, NotFound, TooLarge
 from scheduler_emulator.domain.job_rules import RetrySpec, check_job, check_job_count
 from scheduler_emulator.domain.merge import merge_patch
 from scheduler_emulator.domain.plans import Limits
@@ -63,10 +64,24 @@ def get_in(session: Session, ref: CollectionRef, name: str) -> tuple[JobCollecti
 
 
 def put(
-    session: Session, ref: CollectionRef, name: str, raw: dict[str, Any], moment: datetime, floor: timedelta
+    session: Session,
+    ref: CollectionRef,
+    name: str,
+    raw: dict[str, Any],
+    moment: datetime,
+    floor: timedelta,
+    locks: Sequence[str] = (),
 ) -> tuple[JobCollectionRow, JobRow, bool]:
     """Create or replace the job from its ARM ``properties`` in the collection ``ref`` names; a new series
-    starts at ``moment``. Returns the collection, the job and whether it was created."""
+    starts at ``moment``. Returns the collection, the job and whether it was created. ``locks``: the write
+    locks the caller left to put to take (none: they are held). A new job is then read and validated first
+    and inserted under them (see _create_before_locking); anything else runs under them."""
+    if locks:
+        created = _create_before_locking(session, ref, name, raw, moment, floor, locks)
+        if created is not None:
+            return created
+        for key in locks:
+            repo.lock(session, key)
     found = repo.find_collection_and_job(session, ref.subscription_id, ref.resource_group, ref.name, name)
     if found is None:
         raise NotFound("job collection", ref.name)
@@ -77,6 +92,38 @@ def put(
         definition = keep_omitted_secrets(raw, existing.definition)
     job = _store(session, collection, name, definition, existing, moment, True, floor, count)
     return collection, job, existing is None
+
+
+def _create_before_locking(
+    session: Session,
+    ref: CollectionRef,
+    name: str,
+    raw: dict[str, Any],
+    moment: datetime,
+    floor: timedelta,
+    locks: Sequence[str],
+) -> tuple[JobCollectionRow, JobRow, bool] | None:
+    """A new job on PostgreSQL, holding the collection's write lock only while the database runs its INSERT
+    and the COMMIT: read and validated before the lock is taken, then inserted by one statement that checks
+    that what it was built from still holds (the name free, the collection unchanged, its job count under the
+    limit), sent with the lock and the COMMIT in one round trip. Jobs written into one collection queue on that
+    lock, so what runs under it bounds their rate. None when it is not a plain create, when the read led to
+    an error, or when something changed meanwhile (then nothing was written, and the transaction that read it
+    has ended): the caller then does it all under the lock, as for any other write."""
+    if not repo.takes_guarded_inserts(session):
+        return None
+    found = repo.find_collection_job_and_version(session, ref.subscription_id, ref.resource_group, ref.name, name)
+    if found is None or found[1] is not None:
+        return None
+    collection, _, count, version = found
+    try:
+        job, limits = _build(collection, name, raw, None, moment, True, floor, count)
+    except (FieldError, Conflict, InvalidName, TooLarge):
+        return None  # decided under the lock, from what is stored then
+    if not repo.insert_job_locked_and_commit(session, job, version, limits.max_jobs, locks):
+        return None
+    note_due(session, job.next_execution_time, None, at_once=False)
+    return collection, job, True
 
 
 def patch(
@@ -227,6 +274,29 @@ def _store(
     """Validate ``raw`` (the job's properties) against every rule and store it."""
     before = existing.next_execution_time if existing is not None else None
     claimed = existing is not None and existing.lease_owner is not None
+    if existing is None and job_count is None:
+        job_count = repo.count_jobs(session, collection)
+    job, _ = _build(collection, name, raw, existing, moment, new_series, floor, job_count)
+    if existing is None:
+        session.add(job)
+    session.flush()
+    # Dispatchers need waking only for a job due soon, or one whose claimed occurrence must re-check it.
+    note_due(session, job.next_execution_time, before, at_once=claimed)
+    return job
+
+
+def _build(
+    collection: JobCollectionRow,
+    name: str,
+    raw: dict[str, Any],
+    existing: JobRow | None,
+    moment: datetime,
+    new_series: bool,
+    floor: timedelta,
+    job_count: int | None,
+) -> tuple[JobRow, Limits]:
+    """Validate ``raw`` (the job's properties) against every rule (``job_count``: the collection's jobs, for a
+    new one); the job it makes (``existing`` changed, or a new row not yet added) and the collection's limits."""
     if existing is None:
         check_name_length("job", name)
     raw = merge_patch({}, raw)  # explicit nulls mean "omitted": never stored, never echoed
@@ -238,7 +308,7 @@ def _store(
     use_spec_occurrence_key(raw)  # after validation, whose messages name the key the client sent
     limits = collection_limits_of(collection, floor)
     if existing is None:
-        check_job_count(repo.count_jobs(session, collection) if job_count is None else job_count, limits)
+        check_job_count(job_count or 0, limits)
     check_definition(properties, limits, moment)
     _add_certificate_details(raw, properties)
     state = properties.state or JobState.Enabled
@@ -250,6 +320,7 @@ def _store(
         execution_count=0,
         failure_count=0,
         faulted_count=0,
+        repeat_count=0,
     )
     job.definition = raw
     job.version = (existing.version + 1) if existing is not None else 1
@@ -259,12 +330,7 @@ def _store(
     if existing is None or new_series or enabling:
         job.series_origin = moment
     job.next_execution_time = first_run(properties, job.series_origin) if state == JobState.Enabled else None
-    if existing is None:
-        session.add(job)
-    session.flush()
-    # Dispatchers need waking only for a job due soon, or one whose claimed occurrence must re-check it.
-    note_due(session, job.next_execution_time, before, at_once=claimed)
-    return job
+    return job, limits
 
 
 def _refuse_final(job: JobRow) -> None:

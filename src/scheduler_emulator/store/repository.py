@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Select, bindparam, delete, func, select, text
+from sqlalchemy import (
+    ColumnElement,
+    Dialect,
+    Insert,
+    Select,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    func,
+    literal_column,
+    select,
+    text,
+)
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.orm import Session, aliased
 
 from scheduler_emulator.store.models import (
@@ -19,6 +36,9 @@ from scheduler_emulator.store.models import (
 )
 
 FINAL_STATES = ("Completed", "Faulted")
+
+
+_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%(key)s))"  # as the driver takes it
 
 
 def lock(session: Session, key: str) -> None:
@@ -110,6 +130,102 @@ def find_collection_and_job(
     statement (what a job write needs to know; None when there is no such collection)."""
     row = session.execute(_collection_job_and_count(), _names(subscription, resource_group, name, job_name)).first()
     return None if row is None else (row[0], row[1], int(row[2]))
+
+
+def takes_guarded_inserts(session: Session) -> bool:
+    """Whether the store can insert a job under the checks of insert_job_if_unchanged (PostgreSQL)."""
+    return session.get_bind().dialect.name == "postgresql"
+
+
+# PostgreSQL's version of a row: the transaction that wrote it, changed by every UPDATE (never by a row lock).
+_COLLECTION_VERSION = sql_cast(literal_column("job_collections.xmin"), Text)
+
+
+@cache
+def _collection_job_count_and_version() -> Select[JobCollectionRow, JobRow, int, str]:
+    """As _collection_job_and_count, with the collection row's version (PostgreSQL)."""
+    return _collection_job_and_count().add_columns(_COLLECTION_VERSION)
+
+
+def find_collection_job_and_version(
+    session: Session, subscription: str, resource_group: str, name: str, job_name: str
+) -> tuple[JobCollectionRow, JobRow | None, int, str] | None:
+    """As find_collection_and_job, with the version of the collection's row for insert_job_if_unchanged
+    (PostgreSQL only: see takes_guarded_inserts)."""
+    names = _names(subscription, resource_group, name, job_name)
+    row = session.execute(_collection_job_count_and_version(), names).first()
+    return None if row is None else (row[0], row[1], int(row[2]), str(row[3]))
+
+
+JOBS = cast(Table, JobRow.__table__)
+COLLECTIONS = cast(Table, JobCollectionRow.__table__)
+# What a new job's row holds; every other column starts empty.
+_NEW_JOB_COLUMNS = (
+    "collection_id", "name", "name_key", "definition", "state", "series_origin", "next_execution_time",
+    "execution_count", "failure_count", "faulted_count", "repeat_count", "version", "created_at", "updated_at",
+)  # fmt: skip
+
+
+@cache
+def _guarded_job_insert() -> Insert:
+    """INSERT a new job only while its name is free, its collection's row is still the version read
+    (``collection_version``) and the collection holds fewer than ``max_jobs`` jobs; RETURNING its id."""
+    values = [bindparam(name, type_=JOBS.c[name].type) for name in _NEW_JOB_COLUMNS]  # rendered with casts
+    collection = bindparam("collection_id", type_=JOBS.c.collection_id.type)
+    count = select(func.count()).select_from(JOBS).where(JOBS.c.collection_id == collection).scalar_subquery()
+    unchanged = (
+        select(COLLECTIONS.c.id)
+        .where(COLLECTIONS.c.id == collection, bindparam("collection_version") == _COLLECTION_VERSION)
+        .exists()
+    )
+    source = select(*values).where(count < bindparam("max_jobs"), unchanged)
+    return (
+        postgresql_insert(JOBS)
+        .from_select(list(_NEW_JOB_COLUMNS), source)
+        .on_conflict_do_nothing(index_elements=[JOBS.c.collection_id, JOBS.c.name_key])
+        .returning(JOBS.c.id)
+    )
+
+
+@cache
+def _guarded_job_insert_sql(dialect: Dialect) -> tuple[str, dict[str, Callable[[Any], Any] | None]]:
+    """_guarded_job_insert as the driver's SQL, with the columns' parameter conversions (what executing it
+    through SQLAlchemy would apply)."""
+    sql = str(_guarded_job_insert().compile(dialect=dialect))
+    return sql, {name: JOBS.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in _NEW_JOB_COLUMNS}
+
+
+def insert_job_locked_and_commit(
+    session: Session, job: JobRow, collection_version: str, max_jobs: int, locks: Sequence[str]
+) -> bool:
+    """Take the write ``locks``, insert the new ``job`` (not added to the session) and COMMIT, in one round trip
+    (psycopg's pipeline mode: the database runs the statements one after another, so the insert sees all that
+    committed before the locks were granted). The insert checks what ``job`` was built from still holds: its
+    name is free, its collection unchanged since it was read at ``collection_version``, and the collection holds
+    fewer than ``max_jobs`` jobs. True (``job.id`` set) when inserted; False when one of them no longer holds
+    (nothing written; the session's objects are expired, to be read again). Either way the session's
+    transaction has ended: what follows runs in a new one.
+    PostgreSQL only (takes_guarded_inserts)."""
+    connection = session.connection()
+    sql, convert = _guarded_job_insert_sql(connection.dialect)
+    params: dict[str, Any] = {}
+    for name in _NEW_JOB_COLUMNS:
+        value, conversion = getattr(job, name), convert[name]
+        params[name] = value if conversion is None or value is None else conversion(value)
+    params.update(collection_version=collection_version, max_jobs=max_jobs)
+    driver = connection.connection.driver_connection
+    assert driver is not None
+    with driver.pipeline():
+        for key in locks:
+            driver.execute(_LOCK, {"key": key})
+        inserted = driver.execute(sql, params)
+        driver.commit()
+    row = inserted.fetchone()
+    if row is None:
+        session.expire_all()  # what the session read may have changed: read it again, from the next transaction
+        return False
+    job.id = row[0]
+    return True
 
 
 def find_collection_with_job(

@@ -1,0 +1,213 @@
+"""A new job's insert on PostgreSQL (store.repository.insert_job_locked_and_commit): the job is read and validated
+before the collection's write lock is taken, so the insert itself must check that what it was built from still
+holds once the lock is granted — the name free, the collection unchanged, the job count under the limit — and
+write nothing when one no longer does (the API then does the whole write again under the lock)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from cryptography.fernet import Fernet
+from sqlalchemy import func, select, text, update
+
+from scheduler_emulator.domain.errors import Conflict
+from scheduler_emulator.service import jobs
+from scheduler_emulator.service.collections import CollectionRef
+from scheduler_emulator.store import repository as repo
+from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.models import JobCollectionRow, JobRow
+from scheduler_emulator.store.secrets import SecretBox
+from tests.conftest import PostgresDatabase, require_postgres
+from tests.dispatch_support import T0, add_collection, add_job
+
+LOCK = "collection:s/g/c"
+PASSWORD = "pw-4f1c9d0e-never-stored-plain"
+
+
+@pytest.fixture
+def database() -> Iterator[Database]:
+    require_postgres()
+    pg = PostgresDatabase().create()
+    database = Database(pg.url, SecretBox(Fernet.generate_key()))
+    try:
+        database.migrate()
+        yield database
+    finally:
+        database.dispose()
+        pg.drop()
+
+
+def read_version(database: Database, collection_id: int) -> str:
+    with database.session() as session:
+        found = repo.find_collection_job_and_version(session, "s", "g", "c", "new")
+        assert found is not None and found[0].id == collection_id and found[1] is None
+        return found[3]
+
+
+def new_job(collection_id: int, name: str = "new") -> JobRow:
+    definition: dict[str, Any] = {
+        "startTime": (T0 + timedelta(days=1)).isoformat(),
+        "action": {
+            "type": "Http",
+            "request": {
+                "uri": "http://127.0.0.1:1/",
+                "method": "GET",
+                "authentication": {"type": "Basic", "username": "u", "password": PASSWORD},
+            },
+        },
+    }
+    return JobRow(
+        collection_id=collection_id,
+        name=name,
+        name_key=name.lower(),
+        definition=definition,
+        state="Enabled",
+        series_origin=T0,
+        next_execution_time=T0 + timedelta(days=1),
+        execution_count=0,
+        failure_count=0,
+        faulted_count=0,
+        repeat_count=0,
+        version=1,
+        created_at=T0,
+        updated_at=T0,
+    )
+
+
+def insert(database: Database, job: JobRow, version: str, max_jobs: int = 10) -> bool:
+    with database.session() as session:
+        repo.find_collection(session, "s", "g", "c")  # the transaction has begun, as in the API
+        return repo.insert_job_locked_and_commit(session, job, version, max_jobs, [LOCK])
+
+
+def job_names(database: Database, collection_id: int) -> list[str]:
+    with database.session() as session:
+        return sorted(session.scalars(select(JobRow.name).where(JobRow.collection_id == collection_id)))
+
+
+def test_inserts_the_job_as_the_orm_would_with_its_secrets_sealed(database: Database) -> None:
+    collection = add_collection(database)
+    job = new_job(collection)
+    assert insert(database, job, read_version(database, collection))
+    with database.session() as session:
+        stored = session.scalars(select(JobRow).where(JobRow.id == job.id)).one()
+        raw = session.execute(text("SELECT definition::text FROM jobs WHERE id = :id"), {"id": job.id}).scalar_one()
+    assert stored.definition == job.definition  # opened again on the way out
+    assert (stored.next_execution_time, stored.series_origin, stored.version) == (T0 + timedelta(days=1), T0, 1)
+    assert PASSWORD not in raw and "password" in raw
+
+
+def test_nothing_is_written_when_the_collection_changed_after_it_was_read(database: Database) -> None:
+    collection = add_collection(database)
+    version = read_version(database, collection)
+    with database.session() as session:  # a plan change committed between the read and the lock
+        session.execute(update(JobCollectionRow).where(JobCollectionRow.id == collection).values(sku="P10Premium"))
+    assert not insert(database, new_job(collection), version)
+    assert job_names(database, collection) == []
+    assert insert(database, new_job(collection), read_version(database, collection))  # read again: it goes in
+
+
+def test_nothing_is_written_when_the_name_was_taken_meanwhile(database: Database) -> None:
+    collection = add_collection(database)
+    version = read_version(database, collection)
+    add_job(database, collection, "NEW", T0)  # names are case-insensitive
+    assert not insert(database, new_job(collection), version)
+    with database.session() as session:
+        [stored] = session.scalars(select(JobRow).where(JobRow.collection_id == collection))
+    assert stored.name == "NEW" and stored.definition["action"]["request"].get("authentication") is None
+
+
+def test_nothing_is_written_at_the_job_limit(database: Database) -> None:
+    collection = add_collection(database)
+    version = read_version(database, collection)
+    add_job(database, collection, "first", T0)
+    add_job(database, collection, "second", T0)
+    assert not insert(database, new_job(collection), version, max_jobs=2)
+    assert job_names(database, collection) == ["first", "second"]
+    assert insert(database, new_job(collection), version, max_jobs=3)
+    assert job_names(database, collection) == ["first", "new", "second"]
+
+
+def test_the_insert_waits_for_the_lock_and_counts_what_its_holder_committed(database: Database) -> None:
+    """The limit is checked after the lock is granted: a write holding it when the insert is sent, and adding
+    the job that reaches the limit, makes the insert write nothing — although the job was read and built
+    when there was room."""
+    collection = add_collection(database)
+    version = read_version(database, collection)
+    outcome: list[bool] = []
+    holder = database.session()
+    session = holder.__enter__()
+    try:
+        repo.lock(session, LOCK)
+        waiter = threading.Thread(target=lambda: outcome.append(insert(database, new_job(collection), version, 1)))
+        waiter.start()
+        waiter.join(1.0)
+        assert waiter.is_alive() and outcome == [], "the insert went ahead while another write held the lock"
+        session.execute(  # the holder's own job, counted once it commits
+            text("INSERT INTO jobs (collection_id, name, name_key, definition, state, series_origin, execution_count,"
+                 " failure_count, faulted_count, version, repeat_count, created_at, updated_at) VALUES (:c, 'held',"
+                 " 'held', '{}', 'Disabled', now(), 0, 0, 0, 1, 0, now(), now())"),
+            {"c": collection},
+        )  # fmt: skip
+    finally:
+        holder.__exit__(None, None, None)
+    waiter.join(30)
+    assert outcome == [False]
+    assert job_names(database, collection) == ["held"]
+    with database.session() as session:
+        assert session.scalar(select(func.count()).select_from(JobRow)) == 1
+
+
+# -- the API's job create around it (service.jobs.put) -------------------------------------------------------
+
+
+def put_job(database: Database, name: str) -> tuple[JobRow, bool]:
+    raw = {"startTime": (T0 + timedelta(days=1)).isoformat(), "action": {"type": "Http", "request": {
+        "uri": "http://127.0.0.1:1/", "method": "GET"}}}  # fmt: skip
+    with database.session() as session:
+        _, job, created = jobs.put(session, CollectionRef(subscription_id="s", resource_group="g", name="c"), name, raw, T0, timedelta(0), [LOCK])
+        return job, created
+
+
+def test_a_create_whose_collection_changed_meanwhile_is_decided_again_under_the_lock(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A quota set between the job's read and its insert: the insert writes nothing, and the create done again
+    under the lock reads the collection afresh and refuses the job (not: inserts it by the plan read before)."""
+    collection = add_collection(database)
+    add_job(database, collection, "first", T0)
+    guarded = repo.insert_job_locked_and_commit
+
+    def quota_set_meanwhile(session: Any, job: JobRow, version: str, max_jobs: int, locks: Any) -> bool:
+        with database.session() as other:
+            other.execute(
+                update(JobCollectionRow)
+                .where(JobCollectionRow.id == collection)
+                .values(properties={"state": "Enabled", "quota": {"maxJobCount": 1}})
+            )
+        return guarded(session, job, version, max_jobs, locks)
+
+    monkeypatch.setattr(repo, "insert_job_locked_and_commit", quota_set_meanwhile)
+    with pytest.raises(Conflict, match="already holds 1 jobs"):
+        put_job(database, "second")
+    assert job_names(database, collection) == ["first"]
+
+
+def test_a_create_whose_name_was_taken_meanwhile_replaces_that_job(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collection = add_collection(database)
+    guarded = repo.insert_job_locked_and_commit
+
+    def created_meanwhile(session: Any, job: JobRow, version: str, max_jobs: int, locks: Any) -> bool:
+        add_job(database, collection, "Twin", T0)
+        return guarded(session, job, version, max_jobs, locks)
+
+    monkeypatch.setattr(repo, "insert_job_locked_and_commit", created_meanwhile)
+    job, created = put_job(database, "twin")
+    assert not created and job.name == "Twin" and job.version == 2
+    assert job_names(database, collection) == ["Twin"]
