@@ -25,6 +25,7 @@ from tests.conftest import PostgresDatabase, require_postgres
 from tests.dispatch_support import T0, add_collection, add_job
 
 LOCK = "collection:s/g/c"
+REF = CollectionRef(subscription_id="s", resource_group="g", name="c")
 PASSWORD = "pw-4f1c9d0e-never-stored-plain"
 
 
@@ -169,7 +170,7 @@ def put_job(database: Database, name: str) -> tuple[JobRow, bool]:
     raw = {"startTime": (T0 + timedelta(days=1)).isoformat(), "action": {"type": "Http", "request": {
         "uri": "http://127.0.0.1:1/", "method": "GET"}}}  # fmt: skip
     with database.session() as session:
-        _, job, created = jobs.put(session, CollectionRef(subscription_id="s", resource_group="g", name="c"), name, raw, T0, timedelta(0), [LOCK])
+        _, job, created = jobs.put(session, REF, name, raw, T0, timedelta(0), [LOCK])
         return job, created
 
 
