@@ -90,8 +90,7 @@ async def get(request: Request, subscription: str, cloud_service: str, collectio
     ref = cloud_services.collection_ref(subscription, cloud_service, collection_name)
 
     def work(session: Session) -> dict[str, Any]:
-        collection = collections.get(session, ref)
-        return to_classic(collection, jobs.get(session, collection, name))
+        return to_classic(*jobs.get_in(session, ref, name))  # one statement for both, as the ARM GET
 
     return JSONResponse(await in_session(request, work))
 
