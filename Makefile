@@ -32,10 +32,11 @@ test-machine:
 	@bash scripts/test-machine.sh
 
 # Two workers by default (each test module stays on one worker, so its servers start once; the slowest modules
-# start first, see tests/conftest.py); PYTEST_WORKERS=0 for one.
+# start first, see tests/conftest.py); PYTEST_WORKERS=0 for one. The 15 slowest tests are listed at the end, to
+# keep the whole run under 12 minutes.
 PYTEST_WORKERS ?= 2
 test: test-machine $(VENV)/.test-deps node_modules/.installed
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 lint: $(VENV)/.test-deps
 	$(VENV)/bin/ruff check src tests migrations

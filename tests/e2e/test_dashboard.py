@@ -1,7 +1,9 @@
 """The dashboard (/_emulator/ui/) in a real browser: Debian's Chromium driven by Playwright (no browser
 download). Data is created through the ARM API, the page is used as a person would (links, buttons by
-their accessible names, forms, keyboard), and what the page shows is checked against the API. The tests
-also save the README's screenshots (docs/screenshots/, 1280 and 390 px wide)."""
+their accessible names, forms, keyboard), and what the page shows is checked against the API. Two tests
+also take the README's screenshots (1280 and 390 px wide): into docs/screenshots/ with
+SCHEDULER_UPDATE_SCREENSHOTS=1, else into pytest's temporary directory, so that a test run leaves the
+checkout as it found it."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from support.waiting import wait_until
 from target_server import TargetServer
 
 REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPO / "docs" / "screenshots"
+README_SCREENSHOTS = REPO / "docs" / "screenshots"
 API = {"api-version": "2016-03-01"}
 TOKEN = "dashboard-token"
 TIMEOUT_MS = 15_000
@@ -34,6 +36,14 @@ def chromium_path() -> str:
             return candidate
     missing("The dashboard tests need Debian's chromium (apt-get install chromium; make test installs it as root).")
     raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the screenshots go: the README's folder only when asked to refresh them."""
+    if os.environ.get("SCHEDULER_UPDATE_SCREENSHOTS") == "1":
+        return README_SCREENSHOTS
+    return tmp_path_factory.mktemp("screenshots")
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +152,9 @@ def job_page(world: World, name: str) -> str:
     return world.ui("j", world.subscription, world.resource_group, world.collection, name)
 
 
-def test_collections_and_jobs_created_through_the_api_appear(page: Any, world: World, target: TargetServer) -> None:
+def test_collections_and_jobs_created_through_the_api_appear(
+    page: Any, world: World, target: TargetServer, screenshots: Path
+) -> None:
     world.put_job("every-quarter", every_15_minutes(target.url("/q")))
     monthly = every_15_minutes(target.url("/m"))
     monthly["startTime"] = soon("-08:00")
@@ -163,13 +175,13 @@ def test_collections_and_jobs_created_through_the_api_appear(page: Any, world: W
     assert [h.inner_text() for h in table.locator("th").all()][:3] == ["Job", "State", "Schedule"]
     assert "2 / 50 jobs" in page.locator("#summary").inner_text()
 
-    page.screenshot(path=str(SCREENSHOTS / "jobs-1280.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "jobs-1280.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
-    page.screenshot(path=str(SCREENSHOTS / "jobs-390.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "jobs-390.png"), full_page=True)
 
 
 def test_run_now_fires_and_the_history_row_appears_without_a_reload(
-    page: Any, world: World, target: TargetServer
+    page: Any, world: World, target: TargetServer, screenshots: Path
 ) -> None:
     path = f"/run-now/{uuid.uuid4().hex}"
     world.put_job("manual", every_15_minutes(target.url(path)))
@@ -184,9 +196,9 @@ def test_run_now_fires_and_the_history_row_appears_without_a_reload(
     assert "Completed" in row.inner_text()
     assert page.locator("#history tbody tr").count() == 1
 
-    page.screenshot(path=str(SCREENSHOTS / "job-1280.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "job-1280.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
-    page.screenshot(path=str(SCREENSHOTS / "job-390.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "job-390.png"), full_page=True)
 
 
 def test_disable_and_enable_change_the_state_shown_and_in_the_api(
