@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import func, select, text, update
+from sqlalchemy.exc import OperationalError
 
 from scheduler_emulator.domain.errors import Conflict
 from scheduler_emulator.service import jobs
@@ -212,3 +213,18 @@ def test_a_create_whose_name_was_taken_meanwhile_replaces_that_job(
     job, created = put_job(database, "twin")
     assert not created and job.name == "Twin" and job.version == 2
     assert job_names(database, collection) == ["Twin"]
+
+
+def test_a_failure_of_the_insert_is_sqlalchemys_error(database: Database) -> None:
+    """The insert goes through the driver's own connection, under SQLAlchemy: its failures must still surface
+    as SQLAlchemy's errors, which the API maps (an OperationalError, the database's state, answers 503; a
+    driver's own exception would be a 500). Here the lock is not granted within the session's lock_timeout."""
+    collection = add_collection(database)
+    version = read_version(database, collection)
+    with database.session() as holder:
+        repo.lock(holder, LOCK)
+        with pytest.raises(OperationalError, match="lock timeout"), database.session() as session:
+            session.execute(text("SET LOCAL lock_timeout = '200ms'"))
+            repo.insert_job_locked_and_commit(session, new_job(collection), version, 10, [LOCK])
+    assert job_names(database, collection) == []
+    assert insert(database, new_job(collection), version)  # the pool's connection is usable again

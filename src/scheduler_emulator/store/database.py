@@ -74,7 +74,8 @@ class Database:
         elif self.dialect == "postgresql":
             url = url.replace("postgresql://", "postgresql+psycopg://", 1) if "+" not in url.split(":")[0] else url
             kwargs.update(pool_size=10, max_overflow=20, pool_timeout=10, connect_args={"connect_timeout": 5})
-        self.engine: Engine = create_engine(url, **kwargs)
+        # hide_parameters: a failed statement's error (logged) never shows its values: job definitions, secrets.
+        self.engine: Engine = create_engine(url, hide_parameters=True, **kwargs)
         # Read by the definition column's type (store.models.SealedJSON); without a box, secrets pass as they are.
         self.engine.dialect.scheduler_secret_box = secret_box  # type: ignore[attr-defined]
         if self.dialect == "sqlite":

@@ -19,10 +19,10 @@ from sqlalchemy import (
     func,
     literal_column,
     select,
-    text,
 )
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, aliased
 
 from scheduler_emulator.store.models import (
@@ -38,14 +38,14 @@ from scheduler_emulator.store.models import (
 FINAL_STATES = ("Completed", "Faulted")
 
 
-_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%(key)s))"  # as the driver takes it
+_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%(key)s))"  # in the driver's (psycopg's) own SQL
 
 
 def lock(session: Session, key: str) -> None:
     """Hold the write lock named ``key`` until the transaction ends (PostgreSQL advisory lock; SQLite already
     runs one session at a time), so that API writes checking limits before writing never interleave."""
     if session.get_bind().dialect.name == "postgresql":
-        session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
+        session.connection().exec_driver_sql(_LOCK, {"key": key})
 
 
 # The statements nearly every request runs are built once, with bound parameters: building one costs more
@@ -215,12 +215,24 @@ def insert_job_locked_and_commit(
     params.update(collection_version=collection_version, max_jobs=max_jobs)
     driver = connection.connection.driver_connection
     assert driver is not None
-    with driver.pipeline():
-        for key in locks:
-            driver.execute(_LOCK, {"key": key})
-        inserted = driver.execute(sql, params)
-        driver.commit()
-    row = inserted.fetchone()
+    dialect = connection.dialect
+    try:
+        with driver.pipeline():
+            for key in locks:
+                driver.execute(_LOCK, {"key": key})
+            inserted = driver.execute(sql, params)
+            driver.commit()
+        row = inserted.fetchone()
+    except dialect.loaded_dbapi.Error as exc:
+        # As SQLAlchemy does for its own statements: a lost connection leaves the pool, and the error is
+        # SQLAlchemy's (an OperationalError is the database's state: the API answers 503).
+        lost = dialect.is_disconnect(exc, driver, None)
+        if lost:
+            connection.invalidate(exc)
+        raise DBAPIError.instance(
+            sql, params, exc, dialect.loaded_dbapi.Error, hide_parameters=True, connection_invalidated=lost,
+            dialect=dialect,
+        ) from exc  # fmt: skip
     if row is None:
         session.expire_all()  # what the session read may have changed: read it again, from the next transaction
         return False
