@@ -135,8 +135,7 @@ async def in_session(request: Request, work: Callable[[Session], T], wake: bool 
     (store.dispatching.note_due) that it is not due before they look anyway."""
 
     def locked_first(session: Session, locks: list[str]) -> T:
-        for key in locks:
-            repo.lock(session, key)
+        repo.lock(session, *locks)
         return work(session)
 
     return await in_session_locking_late(request, locked_first, wake)
@@ -144,7 +143,7 @@ async def in_session(request: Request, work: Callable[[Session], T], wake: bool 
 
 async def in_session_locking_late(request: Request, work: Callable[[Session, list[str]], T], wake: bool = False) -> T:
     """As in_session, but taking the write locks is left to ``work``: it gets the session and their names (take
-    each with repo.lock), to take before it writes, or before it reads anything its checks need that a
+    them with repo.lock), to take before it writes, or before it reads anything its checks need that a
     concurrent write could change."""
     database: Database = request.app.state.database
     locks = write_locks(request)

@@ -80,8 +80,7 @@ def put(
         created = _create_before_locking(session, ref, name, raw, moment, floor, locks)
         if created is not None:
             return created
-        for key in locks:
-            repo.lock(session, key)
+        repo.lock(session, *locks)
     found = repo.find_collection_and_job(session, ref.subscription_id, ref.resource_group, ref.name, name)
     if found is None:
         raise NotFound("job collection", ref.name)

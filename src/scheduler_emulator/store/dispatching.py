@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     DateTime,
@@ -34,12 +34,17 @@ from sqlalchemy.orm import Session
 from sqlalchemy.types import TypeEngine
 
 from scheduler_emulator.domain.states import FINAL_STATES, JobState
-from scheduler_emulator.store.models import DispatcherRow, JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
-
-JOBS = cast(Table, JobRow.__table__)
-COLLECTIONS = cast(Table, JobCollectionRow.__table__)
-HISTORY = cast(Table, JobHistoryRow.__table__)
-OCCURRENCES = cast(Table, OccurrenceRow.__table__)
+from scheduler_emulator.store.models import (
+    COLLECTIONS,
+    HISTORY,
+    JOBS,
+    OCCURRENCES,
+    DispatcherRow,
+    JobCollectionRow,
+    JobHistoryRow,
+    JobRow,
+    OccurrenceRow,
+)
 
 _CLAIM_COLUMNS = (
     JOBS.c.id,

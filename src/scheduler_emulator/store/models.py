@@ -4,9 +4,21 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -244,3 +256,10 @@ class ClassicOperationRow(Base):
     subscription_key: Mapped[str] = mapped_column(String(100))
     http_status: Mapped[int]
     created_at: Mapped[datetime] = mapped_column(index=True)
+
+
+# The tables, for the statements written in SQLAlchemy Core (store.dispatching, store.repository).
+JOBS = cast(Table, JobRow.__table__)
+COLLECTIONS = cast(Table, JobCollectionRow.__table__)
+HISTORY = cast(Table, JobHistoryRow.__table__)
+OCCURRENCES = cast(Table, OccurrenceRow.__table__)

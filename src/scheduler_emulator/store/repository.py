@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Dialect,
     Insert,
     Select,
-    Table,
     Text,
     bindparam,
     delete,
@@ -26,6 +25,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, aliased
 
 from scheduler_emulator.store.models import (
+    COLLECTIONS,
+    JOBS,
     ClassicOperationRow,
     CloudServiceRow,
     EmulatorSettingRow,
@@ -41,11 +42,13 @@ FINAL_STATES = ("Completed", "Faulted")
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext(%(key)s))"  # in the driver's (psycopg's) own SQL
 
 
-def lock(session: Session, key: str) -> None:
-    """Hold the write lock named ``key`` until the transaction ends (PostgreSQL advisory lock; SQLite already
-    runs one session at a time), so that API writes checking limits before writing never interleave."""
+def lock(session: Session, *keys: str) -> None:
+    """Hold the write locks named ``keys``, taken in that order, until the transaction ends (PostgreSQL advisory
+    locks; SQLite already runs one session at a time), so that API writes checking limits before writing never
+    interleave."""
     if session.get_bind().dialect.name == "postgresql":
-        session.connection().exec_driver_sql(_LOCK, {"key": key})
+        for key in keys:
+            session.connection().exec_driver_sql(_LOCK, {"key": key})
 
 
 # The statements nearly every request runs are built once, with bound parameters: building one costs more
@@ -133,7 +136,7 @@ def find_collection_and_job(
 
 
 def takes_guarded_inserts(session: Session) -> bool:
-    """Whether the store can insert a job under the checks of insert_job_if_unchanged (PostgreSQL)."""
+    """Whether the store can insert a job under the checks of insert_job_locked_and_commit (PostgreSQL)."""
     return session.get_bind().dialect.name == "postgresql"
 
 
@@ -150,15 +153,13 @@ def _collection_job_count_and_version() -> Select[JobCollectionRow, JobRow, int,
 def find_collection_job_and_version(
     session: Session, subscription: str, resource_group: str, name: str, job_name: str
 ) -> tuple[JobCollectionRow, JobRow | None, int, str] | None:
-    """As find_collection_and_job, with the version of the collection's row for insert_job_if_unchanged
+    """As find_collection_and_job, with the version of the collection's row for insert_job_locked_and_commit
     (PostgreSQL only: see takes_guarded_inserts)."""
     names = _names(subscription, resource_group, name, job_name)
     row = session.execute(_collection_job_count_and_version(), names).first()
     return None if row is None else (row[0], row[1], int(row[2]), str(row[3]))
 
 
-JOBS = cast(Table, JobRow.__table__)
-COLLECTIONS = cast(Table, JobCollectionRow.__table__)
 # What a new job's row holds; every other column starts empty.
 _NEW_JOB_COLUMNS = (
     "collection_id", "name", "name_key", "definition", "state", "series_origin", "next_execution_time",
