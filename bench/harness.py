@@ -68,12 +68,19 @@ def proc_status_kb(pid: int, key: str) -> int | None:
 
 def proc_cpu_seconds(pid: int) -> float | None:
     """utime + stime of the process (all its threads), in seconds."""
+    split = proc_cpu_split(pid)
+    return None if split is None else split[0] + split[1]
+
+
+def proc_cpu_split(pid: int) -> tuple[float, float] | None:
+    """(utime, stime) of the process (all its threads), in seconds: its own code, and the kernel's on its behalf
+    (system calls: sockets, the database's files, thread wake-ups)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
 def loadavg() -> str:

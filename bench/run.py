@@ -141,6 +141,7 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
         if result.margin_s < 0.2:
             result.notes.append(f"setup overran the lead by {-result.margin_s:.1f} s")
         cpu_before = sum(h.proc_cpu_seconds(pid) or 0.0 for pid in pids)
+        sys_before = sum((h.proc_cpu_split(pid) or (0.0, 0.0))[1] for pid in pids)
         result.load = h.loadavg()
         profiler = None
         if profile_to is not None:
@@ -157,6 +158,10 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
         if len(peaks) > 1:
             result.notes.append("peak RSS per process " + "/".join(f"{p / 1024:.0f}" for p in peaks) + " MB")
         result.cpu_s = sum(h.proc_cpu_seconds(pid) or 0.0 for pid in pids) - cpu_before
+        system_s = sum((h.proc_cpu_split(pid) or (0.0, 0.0))[1] for pid in pids) - sys_before
+        if result.cpu_s > 0:
+            result.notes.append(f"CPU in the kernel (system calls): {system_s:.1f} of {result.cpu_s:.1f} s "
+                                f"({100 * system_s / result.cpu_s:.0f} %)")
         if profiler is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 profiler.wait(30)
