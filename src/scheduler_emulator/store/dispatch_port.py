@@ -461,7 +461,10 @@ class _Definitions:
         parsed = self._parsed.get(key)
         if parsed is None or parsed[0] != definition:
             properties = JobDefinitionIn.model_validate({"properties": definition}).properties
-            parsed = self._parsed[key] = (definition, properties, properties.timing())
+            timing = properties.timing()
+            if timing.recurrence is None:
+                return properties, timing  # a one-time job fires once: keeping it would only hold memory
+            parsed = self._parsed[key] = (definition, properties, timing)
             if len(self._parsed) > self.size:
                 self._parsed.popitem(last=False)
         return parsed[1], parsed[2]
