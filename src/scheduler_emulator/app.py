@@ -26,6 +26,20 @@ from scheduler_emulator.store.secrets import SecretBox
 from scheduler_emulator.virtual_clock import VirtualClock
 
 
+def tune_garbage_collector() -> None:
+    """The garbage collector, tuned once the service is built (also used by bench/store_cost.py)."""
+    # Everything built so far (modules, the app, SQLAlchemy and pydantic machinery: hundreds of thousands of
+    # objects) lives as long as the process: frozen out of the collector, a full collection no longer walks
+    # it. Those passes stalled the event loop for 70-100 ms every few seconds under load (p99 lateness at
+    # 1,000 fires/s: 69 ms before, 8 ms after; bench/README).
+    gc.collect()
+    gc.freeze()
+    # Young objects are collected every 20,000 allocations instead of 700: a fire allocates thousands, and
+    # the default made collection a steady share of each fire's CPU (3,000/s on SQLite: 2,721 → 3,000
+    # fires/s, p99 1,039 → 10 ms, CPU per fire 0.38 → 0.35 ms; bench/README).
+    gc.set_threshold(20_000, 50, 100)
+
+
 def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     """The service: ARM routes behind the ARM pipeline, over the store ``settings`` name."""
 
@@ -47,17 +61,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
             dispatcher = Dispatcher(database, app.state.clock, settings, actions, app.state.metrics)
             dispatcher.start()
         app.state.dispatcher = dispatcher
-        # The garbage collector, tuned once the service is built. Everything built so far (modules, the app,
-        # SQLAlchemy and pydantic machinery: hundreds of thousands of objects) lives as long as the process:
-        # frozen out of the collector, a full collection no longer walks it. Those passes stalled the event
-        # loop for 70-100 ms every few seconds under load (p99 lateness at 1,000 fires/s: 69 ms before,
-        # 8 ms after; bench/README).
-        gc.collect()
-        gc.freeze()
-        # Young objects are collected every 20,000 allocations instead of 700: a fire allocates thousands, and
-        # the default made collection a steady share of each fire's CPU (3,000/s on SQLite: 2,721 → 3,000
-        # fires/s, p99 1,039 → 10 ms, CPU per fire 0.38 → 0.35 ms; bench/README).
-        gc.set_threshold(20_000, 50, 100)
+        tune_garbage_collector()
         try:
             yield
         finally:
