@@ -19,7 +19,7 @@ TIMEOUT = 1.0
 Answer = Callable[[str, asyncio.StreamWriter], Awaitable[None]]
 
 
-async def _attempt(answer: Answer, path: str = "/") -> tuple[Outcome, float, list[str]]:
+async def _attempt(answer: Answer, path: str = "/", timeout: float = TIMEOUT) -> tuple[Outcome, float, list[str]]:
     """One attempt of a GET job on ``path`` against a server that answers each request with ``answer``; the
     outcome, how long it took, and the paths the server was asked for."""
     asked: list[str] = []
@@ -38,7 +38,7 @@ async def _attempt(answer: Answer, path: str = "/") -> tuple[Outcome, float, lis
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    shared = SharedSession(Settings().outbound_policy, TIMEOUT)
+    shared = SharedSession(Settings().outbound_policy, timeout)
     action = HttpAction(Settings(), shared)
     context = FireContext(
         execution_tag="tag",
@@ -49,9 +49,12 @@ async def _attempt(answer: Answer, path: str = "/") -> tuple[Outcome, float, lis
         region="West US",
     )
     request = HttpRequest.model_validate({"uri": f"http://127.0.0.1:{port}{path}", "method": "GET"})
+    loop = asyncio.get_running_loop()
+    if timeout >= 5:  # start just after a whole second of the loop's clock (see test_a_long_timeout_is_exact)
+        await asyncio.sleep((1.1 - loop.time() % 1) % 1)
     began = time.monotonic()
     try:
-        outcome = await asyncio.wait_for(action.execute(request, context), timeout=TIMEOUT + 10)
+        outcome = await asyncio.wait_for(action.execute(request, context), timeout=timeout + 10)
     finally:
         took = time.monotonic() - began
         await shared.close()
@@ -68,6 +71,20 @@ def test_a_body_that_does_not_come_times_out() -> None:
     outcome, took, _ = asyncio.run(_attempt(no_body))
     assert not outcome.succeeded and "timed out" in outcome.message, outcome
     assert TIMEOUT - 0.05 <= took < TIMEOUT + 1.0, took
+
+
+def test_a_long_timeout_is_exact() -> None:
+    """aiohttp rounds a deadline of 5 s or more up to the next whole second of the loop's clock unless told not
+    to: the attempt starts just after a whole second, so a rounded deadline would come ~0.9 s late."""
+
+    async def no_body(path: str, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(15)
+
+    outcome, took, _ = asyncio.run(_attempt(no_body, timeout=5.0))
+    assert not outcome.succeeded and "timed out" in outcome.message, outcome
+    assert 4.95 <= took < 5.5, took
 
 
 def test_slow_redirects_share_one_timeout() -> None:

@@ -154,7 +154,7 @@ class HttpAction:
             left = deadline - loop.time()
             if left <= 0:
                 raise TimeoutError
-            timeout = aiohttp.ClientTimeout(total=left if left != math.inf else None)
+            timeout = aiohttp.ClientTimeout(total=left if left != math.inf else None, ceil_threshold=math.inf)
             try:
                 target = hop.url.join(URL(location))
             except ValueError:

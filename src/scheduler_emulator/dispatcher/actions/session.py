@@ -5,6 +5,7 @@ carries. (Service Bus speaks AMQP over its own connections: it has no use for it
 
 from __future__ import annotations
 
+import math
 import ssl
 
 import aiohttp
@@ -18,7 +19,8 @@ class SharedSession:
 
     def __init__(self, policy: OutboundPolicy, timeout: float) -> None:
         self.policy = policy
-        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        # Exact: aiohttp rounds a deadline of 5 s or more up to the next whole second unless told otherwise.
+        self.timeout = aiohttp.ClientTimeout(total=timeout, ceil_threshold=math.inf)
         self.verify = ssl.create_default_context()  # honours SSL_CERT_FILE / SSL_CERT_DIR
         self._session: aiohttp.ClientSession | None = None
 
