@@ -83,6 +83,12 @@ def proc_cpu_split(pid: int) -> tuple[float, float] | None:
     return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
+def cpu_split_of(pids: list[int]) -> tuple[float, float]:
+    """(all CPU, the kernel's share) of the processes together, in seconds; a process gone counts 0."""
+    splits = [proc_cpu_split(pid) or (0.0, 0.0) for pid in pids]
+    return sum(user + system for user, system in splits), sum(system for _, system in splits)
+
+
 def loadavg() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])

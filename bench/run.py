@@ -140,8 +140,7 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
         result.margin_s = t0 - time.time()
         if result.margin_s < 0.2:
             result.notes.append(f"setup overran the lead by {-result.margin_s:.1f} s")
-        cpu_before = sum(h.proc_cpu_seconds(pid) or 0.0 for pid in pids)
-        sys_before = sum((h.proc_cpu_split(pid) or (0.0, 0.0))[1] for pid in pids)
+        cpu_before, sys_before = h.cpu_split_of(pids)
         result.load = h.loadavg()
         profiler = None
         if profile_to is not None:
@@ -157,8 +156,8 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
         result.peak_rss_mb = max(peaks) / 1024
         if len(peaks) > 1:
             result.notes.append("peak RSS per process " + "/".join(f"{p / 1024:.0f}" for p in peaks) + " MB")
-        result.cpu_s = sum(h.proc_cpu_seconds(pid) or 0.0 for pid in pids) - cpu_before
-        system_s = sum((h.proc_cpu_split(pid) or (0.0, 0.0))[1] for pid in pids) - sys_before
+        cpu_after, sys_after = h.cpu_split_of(pids)
+        result.cpu_s, system_s = cpu_after - cpu_before, sys_after - sys_before
         if result.cpu_s > 0:
             result.notes.append(f"CPU in the kernel (system calls): {system_s:.1f} of {result.cpu_s:.1f} s "
                                 f"({100 * system_s / result.cpu_s:.0f} %)")

@@ -448,8 +448,9 @@ class _Decision:
 
 
 class _Definitions:
-    """Parsed job definitions and their schedules by (job id, version): a definition is parsed once, not at
-    every fire. The stored definition is compared too: a job deleted and another created with the same id
+    """Parsed job definitions and their schedules by (job id, version): a recurring job's definition is parsed
+    once, not at every fire; a one-time job's is parsed and not kept (it fires once). The stored definition is
+    compared too: a job deleted and another created with the same id
     (SQLite reuses the highest) and version must not fire the old one's definition."""
 
     def __init__(self, size: int) -> None:

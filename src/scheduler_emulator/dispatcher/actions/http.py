@@ -11,7 +11,6 @@ import asyncio
 import base64
 import hashlib
 import json
-import math
 import os
 import socket
 import ssl
@@ -27,7 +26,7 @@ from yarl import URL
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import MAX_MESSAGE_BODY_BYTES, FireContext, Outcome, body_excerpt
 from scheduler_emulator.dispatcher.actions.outbound import BlockedTarget, literal_refusal
-from scheduler_emulator.dispatcher.actions.session import SharedSession
+from scheduler_emulator.dispatcher.actions.session import SharedSession, exact_timeout
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.domain.outbound import OutboundPolicy
 from scheduler_emulator.schemas.job import HttpRequest
@@ -53,6 +52,7 @@ class HttpAction:
     def __init__(self, settings: Settings, shared: SharedSession) -> None:
         self.shared = shared
         self.timeout = shared.timeout
+        self.timeout_seconds = shared.seconds
         self.verify = shared.verify
         self.policy = settings.outbound_policy
         self.certificates = ClientCertificates()
@@ -130,7 +130,7 @@ class HttpAction:
         dispatcher's CPU at 3,000 fires/s)."""
         origin = _origin(hop.url)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + (self.timeout.total or math.inf)
+        deadline = loop.time() + self.timeout_seconds
         timeout = self.timeout
         for _ in range(MAX_REDIRECTS + 1):
             if (refusal := self._refusal(hop.url.host or "")) is not None:
@@ -154,7 +154,7 @@ class HttpAction:
             left = deadline - loop.time()
             if left <= 0:
                 raise TimeoutError
-            timeout = aiohttp.ClientTimeout(total=left if left != math.inf else None, ceil_threshold=math.inf)
+            timeout = exact_timeout(left)
             try:
                 target = hop.url.join(URL(location))
             except ValueError:

@@ -14,13 +14,19 @@ from scheduler_emulator.dispatcher.actions.outbound import PolicyResolver
 from scheduler_emulator.domain.outbound import OutboundPolicy
 
 
+def exact_timeout(seconds: float) -> aiohttp.ClientTimeout:
+    """A total timeout of exactly ``seconds``: aiohttp rounds a deadline of 5 s or more up to the next whole second
+    unless its ceil threshold says otherwise."""
+    return aiohttp.ClientTimeout(total=seconds, ceil_threshold=math.inf)
+
+
 class SharedSession:
     """Creates the session in the running loop on first use (aiohttp needs one), and closes it once."""
 
     def __init__(self, policy: OutboundPolicy, timeout: float) -> None:
         self.policy = policy
-        # Exact: aiohttp rounds a deadline of 5 s or more up to the next whole second unless told otherwise.
-        self.timeout = aiohttp.ClientTimeout(total=timeout, ceil_threshold=math.inf)
+        self.seconds = timeout
+        self.timeout = exact_timeout(timeout)
         self.verify = ssl.create_default_context()  # honours SSL_CERT_FILE / SSL_CERT_DIR
         self._session: aiohttp.ClientSession | None = None
 
