@@ -81,7 +81,9 @@ class Dispatcher:
         # meantime (``changed``) makes them re-check their job before they fire.
         self.ahead = timedelta(seconds=0 if self.virtual else settings.claim_ahead)
         self.counts = {"occurrences": 0, "attempts": 0, "failed": 0}  # since start (read by ``advance``)
-        self._waiting: dict[int, tuple[asyncio.Task[None], Claim]] = {}  # by occurrence id
+        # By occurrence id: the timer that starts each one at its time (a timer, not a sleeping task: at
+        # 3,000 fires/s a task, a sleep future and an extra task step per occurrence were ~3 % of the CPU).
+        self._waiting: dict[int, tuple[asyncio.TimerHandle, Claim]] = {}
         self._generation = 0
         self._next_housekeeping: datetime | None = None
 
@@ -105,8 +107,8 @@ class Dispatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         not_started, self._waiting = list(self._waiting.values()), {}  # no claim is made after this point
-        for task, _ in not_started:
-            task.cancel()
+        for timer, _ in not_started:
+            timer.cancel()
         waiting = tuple(claim for _, claim in not_started)
         if waiting:  # not started: hand them back as never claimed, so a restart does not run them twice
             with contextlib.suppress(Exception):
@@ -131,7 +133,7 @@ class Dispatcher:
 
     @property
     def in_flight(self) -> int:
-        return len(self._running) - len(self._waiting)
+        return len(self._running)
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -167,11 +169,10 @@ class Dispatcher:
                 claims = await self._db(partial(self.store.claim_due, now, CLAIM_BATCH, now + self.ahead))
                 soon = self.clock.now()
                 for claim in claims:
-                    task = asyncio.create_task(self._run_occurrence(claim, generation))
-                    self._running.add(task)
-                    task.add_done_callback(self._running.discard)
-                    if claim.expected_time > soon:
-                        self._waiting[claim.occurrence_id] = (task, claim)
+                    if claim.expected_time > soon:  # claimed ahead: started at its time
+                        self._wait_for(claim, generation, soon)
+                    else:
+                        self._start(claim, generation, waited=False)
                 if len(claims) >= CLAIM_BATCH:
                     continue
                 await self._housekeeping(now)
@@ -224,9 +225,7 @@ class Dispatcher:
         for _ in range(100_000):
             claims = await self._db(partial(self.store.claim_due, moment, CLAIM_BATCH, moment))
             for claim in claims:
-                task = asyncio.create_task(self._run_occurrence(claim, self._generation))
-                self._running.add(task)
-                task.add_done_callback(self._running.discard)
+                self._start(claim, self._generation, waited=False)
             claimed += len(claims)
             if len(claims) < CLAIM_BATCH:
                 break
@@ -243,17 +242,30 @@ class Dispatcher:
 
     # -- one occurrence ---------------------------------------------------------------------------
 
-    async def _run_occurrence(self, claim: Claim, generation: int) -> None:
-        delay = (claim.expected_time - self.clock.now()).total_seconds()
-        if delay > 0:  # claimed ahead: wait for its time (listed in _waiting by the loop)
-            for _ in range(100):  # the loop's timers run on the monotonic clock, which drifts from UTC a little
-                await asyncio.sleep(delay)
-                delay = (claim.expected_time - self.clock.now()).total_seconds()
-                if delay <= 0:
-                    break
-            if self._stopping.is_set():
-                return  # stop() hands it back
-        waited = self._waiting.pop(claim.occurrence_id, None) is not None
+    def _wait_for(self, claim: Claim, generation: int, now: datetime, rounds: int = 0) -> None:
+        """Start ``claim``'s occurrence at its expected time; until then it is listed in ``_waiting``."""
+        delay = (claim.expected_time - now).total_seconds()
+        timer = asyncio.get_running_loop().call_later(delay, self._on_time, claim, generation, rounds)
+        self._waiting[claim.occurrence_id] = (timer, claim)
+
+    def _on_time(self, claim: Claim, generation: int, rounds: int) -> None:
+        if self._stopping.is_set():
+            return  # stop() hands it back
+        now = self.clock.now()
+        # The loop's timers run on the monotonic clock, which drifts from UTC a little: wait the rest.
+        if claim.expected_time > now and rounds < 100:
+            self._wait_for(claim, generation, now, rounds + 1)
+            return
+        self._waiting.pop(claim.occurrence_id, None)
+        self._start(claim, generation, waited=True)
+
+    def _start(self, claim: Claim, generation: int, waited: bool) -> None:
+        task = asyncio.create_task(self._run_occurrence(claim, generation, waited))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _run_occurrence(self, claim: Claim, generation: int, waited: bool) -> None:
+        """Run one occurrence due now; ``waited``: it was claimed ahead, so its job may have changed since."""
         if waited and generation != self._generation and not await self._still_current(claim):
             return  # its job changed while it waited
         self.metrics.occurrences.inc()
