@@ -20,6 +20,7 @@ Every method is synchronous and opens its own transaction: the dispatcher runs t
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -121,6 +122,7 @@ class DispatchStore:
                 d.occurrence_id if d.occurrence_id is not None else inserted.get((d.row.id, d.expected))
                 for d in decisions
             ]
+            collections: dict[str, dict[str, Any]] = {}  # properties by their JSON text: decoded once each
             sql.move_jobs_on(
                 session,
                 [
@@ -149,7 +151,7 @@ class DispatchStore:
                     collection_name=d.row.collection_name,
                     region=d.row.location,
                     sku=d.row.sku,
-                    collection_properties=d.row.collection_properties,
+                    collection_properties=_decoded(collections, d.row.collection_properties),
                     manual=d.manual,
                     resumed=d.resumed,
                     executions=d.row.execution_count,
@@ -428,6 +430,14 @@ class DispatchStore:
         with self.database.session() as session:
             sql.prune_history(session, history_max_entries, history_before)
             sql.prune_finished(session, finished_before, occurrences_before, self.wall.now() - timedelta(days=1))
+
+
+def _decoded(cache: dict[str, dict[str, Any]], text: str) -> dict[str, Any]:
+    """``text`` decoded as JSON, once per distinct text (``cache``: those decoded so far)."""
+    value = cache.get(text)
+    if value is None:
+        value = cache[text] = json.loads(text)
+    return value
 
 
 @dataclass(slots=True, kw_only=True)  # not frozen: private to this module, and frozen costs µs per claim

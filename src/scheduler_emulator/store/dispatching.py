@@ -17,6 +17,7 @@ from sqlalchemy import (
     Integer,
     String,
     Table,
+    Text,
     and_,
     any_,
     bindparam,
@@ -63,7 +64,8 @@ _CLAIM_COLUMNS = (
     COLLECTIONS.c.name.label("collection_name"),
     COLLECTIONS.c.location,
     COLLECTIONS.c.sku,
-    COLLECTIONS.c.properties.label("collection_properties"),
+    # As text: every job of a collection repeats it, so the caller decodes each distinct one once per claim.
+    sql_cast(COLLECTIONS.c.properties, Text()).label("collection_properties"),
     COLLECTIONS.c.state.label("collection_state"),
 )
 
