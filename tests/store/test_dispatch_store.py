@@ -16,7 +16,7 @@ from scheduler_emulator.domain.states import ActionName, AttemptStatus, JobState
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatch_port import DispatchStore
 from scheduler_emulator.store.dispatch_records import AttemptRecord, Claim, Completion
-from scheduler_emulator.store.models import JobHistoryRow, JobRow, OccurrenceRow
+from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
 from tests.dispatch_support import BACKENDS, T0, SetClock, add_collection, add_job, scratch_database
 
 LEASE = timedelta(seconds=30)
@@ -328,3 +328,28 @@ def test_a_stored_definition_that_no_longer_validates_is_set_aside_and_others_st
     stored = world.read(bad)
     assert stored.next_execution_time is None and stored.lease_owner is None
     assert store.claim_due(T0 + timedelta(minutes=1), 10) == []  # not claimed again and again
+
+
+def test_claims_carry_their_own_collections_properties(world: World) -> None:
+    first, second = world.collection(), add_collection(world.database, "quota'd")
+    quota = {"maxJobCount": 7, "maxRecurrence": {"frequency": "Hour", "interval": 1}, "note": 'a "quoted" é'}
+    with world.database.session() as session:
+        session.execute(
+            update(JobCollectionRow)
+            .where(JobCollectionRow.id == second)
+            .values(properties={"state": "Enabled", "quota": quota})
+        )
+    jobs = [
+        world.job(collection, f"j{index}", T0 - timedelta(seconds=index))
+        for index, collection in enumerate([first, second, first, second])
+    ]
+
+    claims = {claim.job_id: claim for claim in world.store("a").claim_due(T0, limit=10)}
+
+    assert sorted(claims) == sorted(jobs)
+    assert [claims[job].collection_properties for job in jobs] == [
+        {"state": "Enabled"},
+        {"state": "Enabled", "quota": quota},
+        {"state": "Enabled"},
+        {"state": "Enabled", "quota": quota},
+    ]
