@@ -1,0 +1,72 @@
+"""Occurrences claimed ahead wait on event-loop timers (under uvloop, as the service runs): each fires at or
+after its time, and its timer does not keep going off early while it waits."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvloop
+
+from scheduler_emulator.config import Settings
+from scheduler_emulator.dispatcher.firing import Actions
+from scheduler_emulator.dispatcher.loop import Dispatcher
+from scheduler_emulator.domain.clock import Clock
+from scheduler_emulator.metrics import Metrics
+from scheduler_emulator.store.database import Database
+from tests.dispatch_support import add_collection, add_job, scratch_database
+from tests.target_server import TargetServer
+
+JOBS = 40
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[Database]:
+    with scratch_database("sqlite", tmp_path) as scratch:
+        yield scratch
+
+
+def test_occurrences_claimed_ahead_fire_on_time_with_few_timer_wakeups(
+    database: Database, target: TargetServer
+) -> None:
+    collection = add_collection(database)
+    start = datetime.now(UTC) + timedelta(seconds=1.5)
+    # Spread over a second, microseconds apart from any whole millisecond: all claimed ahead (--claim-ahead 2).
+    for index in range(JOBS):
+        due = start + timedelta(microseconds=index * 25_013 + 137)
+        add_job(database, collection, f"j{index}", due, uri=target.url(f"/ahead/{index}"))
+    settings = Settings(database_url=database.url, claim_ahead=2, poll_interval=60, shutdown_grace=10)
+    wakeups = 0
+
+    async def scenario() -> None:
+        nonlocal wakeups
+        actions = Actions(settings)
+        dispatcher = Dispatcher(database, Clock(), settings, actions, Metrics())
+        on_time = dispatcher._on_time
+
+        def counted(*args: Any) -> None:
+            nonlocal wakeups
+            wakeups += 1
+            on_time(*args)
+
+        dispatcher._on_time = counted  # type: ignore[method-assign]
+        dispatcher.start()
+        try:
+            await asyncio.to_thread(target.wait_for, JOBS, 20)
+        finally:
+            await dispatcher.stop(grace=10)
+            await actions.close()
+
+    uvloop.run(scenario())
+
+    received = target.requests()
+    assert len(received) == JOBS
+    assert all(request.lateness >= 0 for request in received), sorted(r.lateness for r in received)[:3]
+    assert max(request.lateness for request in received) < 0.5
+    # One timer per occurrence, plus at most a couple more when a timer goes off a little early: never a
+    # timer re-armed at once, over and over, until its time comes.
+    assert JOBS <= wakeups <= 3 * JOBS, wakeups
