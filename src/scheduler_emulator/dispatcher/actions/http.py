@@ -128,7 +128,7 @@ class HttpAction:
         covers a request from connecting to reading its body, and each redirect gets what is left of it (one
         timer per request, where an ``asyncio.timeout`` around the attempt was a second one: ~3 % of a
         dispatcher's CPU at 3,000 fires/s)."""
-        origin = _origin(hop.url)
+        origin: tuple[str, str, int] | None = None  # the job's origin, worked out at the first redirect
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_seconds
         timeout = self.timeout
@@ -147,7 +147,7 @@ class HttpAction:
                 location = response.headers.get("Location") if response.status in REDIRECTS else None
                 if location is None:
                     excerpt = await response.content.read(MAX_MESSAGE_BODY_BYTES)
-                    host = response.url.host or _host(uri)
+                    host = hop.url.host or _host(uri)
                     message = f"Http Action - Response from host '{host}': '{response.status} {response.reason or ''}'"
                     return Outcome(200 <= response.status < 300, f"{message.rstrip()} Body: {body_excerpt(excerpt)}")
                 status = response.status
@@ -164,6 +164,8 @@ class HttpAction:
             method, body = hop.method, hop.body
             if status == 303 or (status in (301, 302) and method == "POST"):
                 method, body = ("HEAD" if method == "HEAD" else "GET"), None  # as browsers and aiohttp do
+            if origin is None:
+                origin = _origin(hop.url)
             if _origin(target) != origin:
                 hop = Hop(url=target, method=method, body=body, headers=dict(service_headers), tls=self.verify)
                 origin = ("", "", 0)  # crossed once: nothing of the job's comes back on a later hop
