@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import delete, select, update
 
 from scheduler_emulator.domain.states import ActionName, AttemptStatus, JobState
+from scheduler_emulator.store import dispatching as sql
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatch_port import DispatchStore
 from scheduler_emulator.store.dispatch_records import AttemptRecord, Claim, Completion
@@ -353,3 +354,24 @@ def test_claims_carry_their_own_collections_properties(world: World) -> None:
         {"state": "Enabled"},
         {"state": "Enabled", "quota": quota},
     ]
+
+
+def test_insert_occurrences_returns_the_new_ones_and_skips_those_already_recorded(world: World) -> None:
+    collection = world.collection()
+    jobs = [world.job(collection, f"j{index}", T0) for index in range(3)]
+    moments = [T0 + timedelta(seconds=index, microseconds=index * 7 + 1) for index in range(200)]
+    first = [(job, moment, 1) for job in jobs for moment in moments]  # 600: more than one statement's rows
+    arrays = world.store("a").arrays
+
+    with world.database.session() as session:
+        inserted = sql.insert_occurrences(session, first, "a", T0, arrays)
+    with world.database.session() as session:
+        again = [*first[::60], (jobs[0], T0 - timedelta(minutes=1), 1), (jobs[2], T0 - timedelta(minutes=2), 1)]
+        added = sql.insert_occurrences(session, again, "b", T0, arrays)
+
+    assert sorted(inserted) == sorted((job, moment) for job, moment, _ in first)
+    assert len(set(inserted.values())) == 600
+    assert sorted(added) == [(jobs[0], T0 - timedelta(minutes=1)), (jobs[2], T0 - timedelta(minutes=2))]
+    with world.database.session() as session:
+        stored = session.execute(select(OccurrenceRow.id, OccurrenceRow.job_id, OccurrenceRow.expected_time)).all()
+    assert {(job, expected): row_id for row_id, job, expected in stored} == inserted | added
