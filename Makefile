@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-machine lint
+.PHONY: run test test-machine lint bench
 
 $(VENV)/.run-deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,3 +41,18 @@ test: test-machine $(VENV)/.test-deps node_modules/.installed
 lint: $(VENV)/.test-deps
 	$(VENV)/bin/ruff check src tests migrations
 	$(VENV)/bin/mypy src
+
+# The benchmarks (bench/README.md), for a newcomer in one command: the bench's Python packages into .venv, nginx
+# (its HTTP target) with apt-get when missing and root, then bench/run.py with ARGS, e.g. `make bench ARGS=--quick`.
+# PostgreSQL must listen on 127.0.0.1:5432 (BENCH_PG to change).
+$(VENV)/.bench-deps: bench/requirements.txt $(VENV)/.run-deps
+	$(PY) -m pip install --quiet -r bench/requirements.txt
+	touch $@
+
+bench: $(VENV)/.bench-deps
+	@command -v nginx >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& echo "bench: installing nginx (Debian package), the benchmarks' HTTP target" >&2 \
+		&& DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx >/dev/null; } \
+		|| { echo "bench: nginx is needed as the HTTP target: sudo apt-get install nginx" >&2; exit 1; }
+	$(PY) bench/run.py $(ARGS)
