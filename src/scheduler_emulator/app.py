@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from scheduler_emulator import __version__
 from scheduler_emulator.api import clock as clock_api
-from scheduler_emulator.api import dashboard, emulator, history, job_collections, jobs
+from scheduler_emulator.api import dashboard, emulator, history, job_collections, jobs, overview
 from scheduler_emulator.api.access import Authenticator, HostGuard
 from scheduler_emulator.api.classic.routes import ClassicRoute
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
@@ -93,6 +93,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.include_router(emulator.router)
     app.include_router(clock_api.router)
     app.include_router(dashboard.router)
+    app.include_router(overview.router)
     app.include_router(emulator.metrics_router)
     install_error_handlers(app)
     app.add_middleware(

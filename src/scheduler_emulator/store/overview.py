@@ -1,0 +1,136 @@
+"""The dashboard's overview and search queries (SPEC §10): each is one SQL statement over every collection,
+aggregated or limited in the database (never a query per job), on SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, case, func, or_, select
+from sqlalchemy.orm import Session
+
+from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
+
+MAIN_ACTION = "MainAction"
+ATTEMPT_STATUSES = ("Completed", "Failed")  # a try of the main action; Postponed entries are skips, not tries
+# Where a job's target host is written, by action type (the definition as the client sent it; secrets are
+# sealed in other keys only).
+_TARGET_PATHS = (
+    ("action", "request", "uri"),
+    ("action", "queueMessage", "storageAccount"),
+    ("action", "serviceBusQueueMessage", "namespace"),
+    ("action", "serviceBusTopicMessage", "namespace"),
+)
+
+
+def counts(session: Session) -> tuple[int, dict[str, int]]:
+    """How many collections there are, and how many jobs are in each state (as stored)."""
+    collections = session.scalar(select(func.count()).select_from(JobCollectionRow)) or 0
+    states = session.execute(select(JobRow.state, func.count()).group_by(JobRow.state)).all()
+    return collections, {state: count for state, count in states}
+
+
+def attempts_by_bucket(session: Session, edges: Sequence[datetime]) -> dict[tuple[int, str], int]:
+    """Main-action tries that started in ``[edges[i], edges[i+1])``, by ``(i, status)`` for each status of
+    ATTEMPT_STATUSES (absent: none). ``edges`` ascend; one grouped statement (a CASE picks the bucket)."""
+    if len(edges) < 2:
+        return {}
+    started = JobHistoryRow.start_time
+    bucket = case(*((started < edge, index) for index, edge in enumerate(edges[1:-1])), else_=len(edges) - 2)
+    query = (
+        select(bucket.label("bucket"), JobHistoryRow.status, func.count())
+        .where(
+            started >= edges[0],
+            started < edges[-1],
+            JobHistoryRow.action_name == MAIN_ACTION,
+            JobHistoryRow.status.in_(ATTEMPT_STATUSES),
+        )
+        .group_by(bucket, JobHistoryRow.status)
+    )
+    return {(int(index), status): count for index, status, count in session.execute(query).all()}
+
+
+def next_runs(session: Session, limit: int) -> list[tuple[JobRow, JobCollectionRow]]:
+    """The ``limit`` soonest scheduled runs of enabled jobs in enabled collections, soonest first (walks the
+    due-time index)."""
+    query = (
+        select(JobRow, JobCollectionRow)
+        .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+        .where(
+            JobRow.next_execution_time.is_not(None),
+            JobRow.state == "Enabled",
+            JobCollectionRow.state == "Enabled",
+        )
+        .order_by(JobRow.next_execution_time, JobRow.id)
+        .limit(limit)
+    )
+    return [(job, collection) for job, collection in session.execute(query).all()]
+
+
+def failing_jobs(session: Session, limit: int) -> list[tuple[JobRow, JobCollectionRow, JobHistoryRow | None]]:
+    """Jobs failing now: Faulted, or whose newest main-action try failed; newest failure first, at most
+    ``limit``. Only jobs that ever failed are looked at (``failure_count``), each newest try found through the
+    (job_id, id) index in the same statement."""
+    newest = (
+        select(func.max(JobHistoryRow.id))
+        .where(JobHistoryRow.job_id == JobRow.id, JobHistoryRow.action_name == MAIN_ACTION)
+        .correlate(JobRow)
+        .scalar_subquery()
+    )
+    query = (
+        select(JobRow, JobCollectionRow, JobHistoryRow)
+        .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+        .outerjoin(JobHistoryRow, JobHistoryRow.id == newest)
+        .where(
+            or_(JobRow.failure_count > 0, JobRow.state == "Faulted"),
+            or_(JobRow.state == "Faulted", JobHistoryRow.status == "Failed"),
+        )
+        .order_by(func.coalesce(JobHistoryRow.start_time, JobRow.updated_at).desc(), JobRow.id)
+        .limit(limit)
+    )
+    return [(job, collection, last) for job, collection, last in session.execute(query).all()]
+
+
+def search_jobs(
+    session: Session,
+    *,
+    text: str | None = None,
+    state: str | None = None,
+    action_type: str | None = None,
+    host: str | None = None,
+    limit: int,
+) -> list[tuple[JobRow, JobCollectionRow]]:
+    """Jobs of every collection matching all the given filters, case-insensitively: ``text`` in the job's,
+    collection's or resource group's name, ``state`` equal, ``action_type`` equal, ``host`` within the
+    target (URI, storage account or Service Bus namespace). By subscription, group, collection and job name;
+    at most ``limit``."""
+    query = select(JobRow, JobCollectionRow).join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+    if text:
+        needle = text.lower()
+        query = query.where(
+            or_(
+                JobRow.name_key.contains(needle, autoescape=True),
+                JobCollectionRow.name_key.contains(needle, autoescape=True),
+                JobCollectionRow.resource_group_key.contains(needle, autoescape=True),
+            )
+        )
+    if state:
+        query = query.where(func.lower(JobRow.state) == state.lower())
+    if action_type:
+        query = query.where(func.lower(_definition_text(("action", "type"))) == action_type.lower())
+    if host:
+        needle = host.lower()
+        query = query.where(
+            or_(*(func.lower(_definition_text(path)).contains(needle, autoescape=True) for path in _TARGET_PATHS))
+        )
+    query = query.order_by(
+        JobCollectionRow.subscription_key,
+        JobCollectionRow.resource_group_key,
+        JobCollectionRow.name_key,
+        JobRow.name_key,
+    )
+    return [(job, collection) for job, collection in session.execute(query.limit(limit)).all()]
+
+
+def _definition_text(path: tuple[str, ...]) -> ColumnElement[str]:
+    return JobRow.definition[path].as_string()
