@@ -77,6 +77,54 @@ function withVersion(path, extra) {
 
 function link(hash, text) { return el('a', { href: hash }, text); }
 
+// States and enums are compared case-insensitively: the API may answer 'Enabled' or 'enabled'.
+function lower(value) { return String(value ?? '').toLowerCase(); }
+function is(value, expected) { return lower(value) === lower(expected); }
+function stateClass(prefix, value) { return value ? prefix + '-' + lower(value) : ''; }
+
+function jobHash(ref) { return hashOf('j', ref.subscriptionId, ref.resourceGroup, ref.collection, ref.name); }
+function collectionHash(ref) { return hashOf('c', ref.subscriptionId, ref.resourceGroup, ref.collection); }
+
+// Replace a section of the page, keeping the keyboard focus on the same link or control when it is still there.
+function swap(old, fresh) {
+  if (!old) return;
+  const active = document.activeElement;
+  const inside = active && old.contains(active);
+  const key = inside ? (active.getAttribute('href') || active.id || active.textContent) : null;
+  old.replaceWith(fresh);
+  if (!inside) return;
+  const again = [...fresh.querySelectorAll('a, button, input, select, summary')]
+    .find((node) => (node.getAttribute('href') || node.id || node.textContent) === key);
+  if (again) again.focus();
+}
+
+function relative(iso, nowIso) {
+  const seconds = Math.round((new Date(iso) - new Date(nowIso)) / 1000);
+  const span = Math.abs(seconds);
+  const [amount, unit] = span < 90 ? [span, 's'] : span < 5400 ? [Math.round(span / 60), 'min'] :
+    span < 129600 ? [Math.round(span / 3600), 'h'] : [Math.round(span / 86400), 'd'];
+  return seconds >= 0 ? `in ${amount} ${unit}` : `${amount} ${unit} ago`;
+}
+
+async function download(path, filename, type) {
+  // Fetched with the token like every call, then saved from memory (a plain link could not send the header).
+  const headers = {};
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = 'Bearer ' + token;
+  const response = await fetch(path, { headers, credentials: 'omit', cache: 'no-store' });
+  if (!response.ok) {
+    let message = response.statusText;
+    try { message = (await response.json()).error.message; } catch (e) { /* keep the status text */ }
+    throw new ApiError(response.status, String(response.status), message);
+  }
+  const url = URL.createObjectURL(new Blob([await response.text()], { type }));
+  const anchor = el('a', { href: url, download: filename, hidden: true });
+  document.body.append(anchor);
+  anchor.click();
+  anchor.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
 function hashOf(...parts) { return '#/' + parts.map(encodeURIComponent).join('/'); }
 
 // --- the token prompt -----------------------------------------------------------------------------
@@ -102,22 +150,23 @@ function tokenPrompt(main) {
 
 async function collectionsView(main) {
   const { value } = await api('GET', '/_emulator/dashboard/collections');
+  main.replaceChildren(el('h1', {}, 'Job collections'), collectionsTable(value));
+}
+
+function collectionsTable(value) {
   const rows = value.map((c) => el('tr', {},
     el('td', {}, c.subscriptionId),
     el('td', {}, c.resourceGroup),
     el('td', {}, link(hashOf('c', c.subscriptionId, c.resourceGroup, c.name), c.name)),
     el('td', {}, c.sku),
-    el('td', { className: 'state-' + c.state }, c.state),
+    el('td', { className: stateClass('state', c.state) }, c.state),
     el('td', { className: 'num' }, c.maxJobCount == null ? String(c.jobCount) : `${c.jobCount} / ${c.maxJobCount}`),
   ));
-  main.replaceChildren(
-    el('h1', {}, 'Job collections'),
-    value.length ? el('div', { className: 'table-wrap' }, el('table', {},
+  return value.length ? el('div', { className: 'table-wrap' }, el('table', {},
       el('caption', { className: 'muted' }, 'Every subscription and resource group with its collections'),
       el('thead', {}, el('tr', {}, ['Subscription', 'Resource group', 'Collection', 'Plan', 'State', 'Jobs / quota']
         .map((h) => el('th', { scope: 'col' }, h)))),
-      el('tbody', {}, rows))) : el('p', { className: 'muted' }, 'No job collections yet. Create one with the API or an SDK.'),
-  );
+      el('tbody', {}, rows))) : el('p', { className: 'muted' }, 'No job collections yet. Create one with the API or an SDK.');
 }
 
 function jobForm(s, rg, jc, existing) {
@@ -181,10 +230,10 @@ async function collectionView(main, [s, rg, jc]) {
   const data = await api('GET', '/_emulator/dashboard' + collectionPath(s, rg, jc).replace('/providers/Microsoft.Scheduler', '') + '/jobs');
   const rows = data.jobs.map((j) => el('tr', {},
     el('td', {}, link(hashOf('j', s, rg, jc, j.name), j.name)),
-    el('td', { className: 'state-' + j.state }, j.state),
+    el('td', { className: stateClass('state', j.state) }, j.state),
     el('td', {}, j.schedule),
     el('td', {}, j.nextRuns.length ? j.nextRuns.map((t) => el('div', {}, time(t))) : el('span', { className: 'muted' }, '—')),
-    el('td', { className: j.lastOutcome ? 'status-' + j.lastOutcome.status : 'muted' },
+    el('td', { className: j.lastOutcome ? stateClass('status', j.lastOutcome.status) : 'muted' },
       j.lastOutcome ? [j.lastOutcome.status, ' ', time(j.lastOutcome.time)] : 'never run'),
     el('td', { className: 'num' }, String(j.executionCount)),
     el('td', { className: 'num hide-narrow' }, String(j.failureCount)),
@@ -203,7 +252,7 @@ async function collectionView(main, [s, rg, jc]) {
     return;
   }
   main.replaceChildren(
-    el('p', {}, link('#/', 'Collections'), ' / ', `${c.subscriptionId} / ${c.resourceGroup}`),
+    el('p', {}, link('#/collections', 'Collections'), ' / ', `${c.subscriptionId} / ${c.resourceGroup}`),
     el('h1', {}, c.name),
     el('p', { id: 'summary', className: 'muted' }, summary(c)),
     table,
@@ -233,7 +282,7 @@ async function jobView(main, [s, rg, jc, name]) {
     const p = h.properties;
     const ms = p.endTime ? new Date(p.endTime) - new Date(p.startTime) : null;
     return el('tr', {},
-      el('td', { className: 'status-' + p.status }, p.status),
+      el('td', { className: stateClass('status', p.status) }, p.status),
       el('td', {}, time(p.expectedExecutionTime)),
       el('td', { className: 'hide-narrow' }, time(p.startTime)),
       el('td', { className: 'num' }, ms === null ? '—' : `${ms} ms`),
@@ -247,10 +296,35 @@ async function jobView(main, [s, rg, jc, name]) {
   const pager = el('div', { className: 'actions', id: 'pager' },
     el('button', { type: 'button', disabled: historyState.skip === 0, onclick: () => { historyState.skip = Math.max(0, historyState.skip - PAGE); refresh(); } }, 'Newer'),
     el('button', { type: 'button', disabled: !more, onclick: () => { historyState.skip += PAGE; refresh(); } }, 'Older'));
-  const state = el('p', { id: 'job-state' }, 'State: ', el('strong', { className: 'state-' + detail.state }, detail.state),
+  const state = el('p', { id: 'job-state' }, 'State: ', el('strong', { className: stateClass('state', detail.state) }, detail.state),
     ` · ${detail.schedule} · runs ${detail.executionCount}, failures ${detail.failureCount}, faults ${detail.faultedCount}`);
   const next = el('p', { id: 'next-runs' }, 'Next runs: ', detail.nextRuns.length ? detail.nextRuns.flatMap((t) => [time(t), ' ']) : '—');
+  const dashboardBase = '/_emulator/dashboard' + collectionPath(s, rg, jc).replace('/providers/Microsoft.Scheduler', '') +
+    '/jobs/' + encodeURIComponent(name);
+  const act = (label, work, className) => el('button', { type: 'button', className, onclick: async () => {
+    try {
+      await work();
+      show(`${label}: done.`, 'info');
+      await refresh();
+      // The button pressed may be gone (Disable becomes Enable): keep the keyboard in the button row.
+      const row = document.getElementById('job-actions');
+      if (row && !row.contains(document.activeElement)) row.querySelector('button')?.focus();
+    } catch (error) { show(error.message); }
+  } }, label);
+  // Enable only on a disabled job, Disable only on an enabled one (states compared case-insensitively).
+  const actions = el('div', { className: 'actions', id: 'job-actions', 'data-state': lower(detail.state) },
+    act('Run now', () => api('POST', withVersion(base + '/run'))),
+    is(detail.state, 'disabled') ? act('Enable', () => api('PATCH', withVersion(base), { properties: { state: 'Enabled' } })) : null,
+    is(detail.state, 'enabled') ? act('Disable', () => api('PATCH', withVersion(base), { properties: { state: 'Disabled' } })) : null,
+    el('button', { type: 'button', className: 'danger', onclick: async () => {
+      if (!window.confirm(`Delete the job ${name} and its history?`)) return;
+      try { await api('DELETE', withVersion(base)); show(`Job ${name} deleted.`, 'info'); location.hash = hashOf('c', s, rg, jc); } catch (error) { show(error.message); }
+    } }, 'Delete'));
+  const exporter = (kind, type) => el('button', { type: 'button', onclick: async () => {
+    try { await download(dashboardBase + '/export?format=' + kind, `${name}-history.${kind}`, type); } catch (error) { show(error.message); }
+  } }, 'Export ' + kind.toUpperCase());
   if (main.querySelector('#job-page')?.dataset.key === key) {
+    if (main.querySelector('#job-actions').dataset.state !== lower(detail.state)) swap(main.querySelector('#job-actions'), actions);
     main.querySelector('#job-state').replaceWith(state);
     main.querySelector('#next-runs').replaceWith(next);
     main.querySelector('#history').replaceWith(historyTable);
@@ -258,22 +332,14 @@ async function jobView(main, [s, rg, jc, name]) {
     main.querySelector('#definition').textContent = JSON.stringify(detail.definition, null, 2);
     return;
   }
-  const act = (label, work, className) => el('button', { type: 'button', className, onclick: async () => {
-    try { await work(); show(`${label}: done.`, 'info'); refresh(); } catch (error) { show(error.message); }
-  } }, label);
   main.replaceChildren(el('div', { id: 'job-page', 'data-key': key },
-    el('p', {}, link('#/', 'Collections'), ' / ', link(hashOf('c', s, rg, jc), jc)),
+    el('p', {}, link('#/collections', 'Collections'), ' / ', link(hashOf('c', s, rg, jc), jc)),
     el('h1', {}, name),
     state, next,
-    el('div', { className: 'actions' },
-      act('Run now', () => api('POST', withVersion(base + '/run'))),
-      act('Enable', () => api('PATCH', withVersion(base), { properties: { state: 'Enabled' } })),
-      act('Disable', () => api('PATCH', withVersion(base), { properties: { state: 'Disabled' } })),
-      el('button', { type: 'button', className: 'danger', onclick: async () => {
-        if (!window.confirm(`Delete the job ${name} and its history?`)) return;
-        try { await api('DELETE', withVersion(base)); show(`Job ${name} deleted.`, 'info'); location.hash = hashOf('c', s, rg, jc); } catch (error) { show(error.message); }
-      } }, 'Delete')),
+    actions,
     el('h2', {}, 'History'),
+    el('div', { className: 'actions', role: 'group', 'aria-label': 'Export the whole history' },
+      exporter('csv', 'text/csv'), exporter('json', 'application/json')),
     el('label', { className: 'inline' }, el('input', { type: 'checkbox', id: 'failed-only', checked: historyState.failedOnly,
       onchange: (event) => { historyState.failedOnly = event.target.checked; historyState.skip = 0; refresh(); } }), ' Failed only'),
     historyTable, pager,
@@ -322,13 +388,224 @@ function calculatorView(main) {
     output));
 }
 
+// --- the overview (the landing page) ----------------------------------------------------------------
+
+const STATES = ['enabled', 'disabled', 'completed', 'faulted'];
+const ACTION_TYPES = ['http', 'https', 'storageQueue', 'serviceBusQueue', 'serviceBusTopic'];
+
+function label(text) { return text.charAt(0).toUpperCase() + text.slice(1); }
+
+function stateTotals(data) {
+  // Totals by state: each a link to the job search filtered on it.
+  const counts = {};
+  for (const [state, count] of Object.entries(data.jobStates)) counts[lower(state)] = (counts[lower(state)] || 0) + count;
+  return el('section', { id: 'totals', 'aria-labelledby': 'totals-title' },
+    el('h2', { id: 'totals-title' }, 'Jobs by state'),
+    el('ul', { className: 'tiles' },
+      el('li', { className: 'tile' }, el('a', { href: '#/jobs', 'data-state': 'all' },
+        el('span', { className: 'figure' }, String(data.jobs)), el('span', {}, `job${data.jobs === 1 ? '' : 's'} in ${data.collections} collection${data.collections === 1 ? '' : 's'}`))),
+      STATES.map((state) => el('li', { className: 'tile ' + stateClass('state', state) },
+        el('a', { href: '#/jobs?state=' + state, 'data-state': state },
+          el('span', { className: 'figure' }, String(counts[state] || 0)), el('span', {}, label(state)))))));
+}
+
+function hhmm(iso) { return iso.slice(11, 16); }
+
+function chart(name, caption, windowData) {
+  // Stacked bars drawn as SVG by hand (no library: ~40 lines, nothing to vendor or keep up to date).
+  const slots = windowData.slots;
+  const width = 600; const height = 150; const top = 10; const bottom = 20; const left = 30;
+  const most = Math.max(1, ...slots.map((s) => s.succeeded + s.failed));
+  const step = (width - left) / slots.length;
+  const scale = (height - top - bottom) / most;
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = (tag, attrs, ...children) => {
+    const node = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+    for (const child of children) node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    return node;
+  };
+  const summaryText = `${caption}: ${windowData.succeeded} succeeded, ${windowData.failed} failed`;
+  const bars = slots.map((slot, index) => {
+    const x = left + index * step + step * 0.15;
+    const w = step * 0.7;
+    const okHeight = slot.succeeded * scale;
+    const badHeight = slot.failed * scale;
+    const base = height - bottom;
+    return svg('g', { class: 'slot', 'data-start': slot.start, 'data-succeeded': slot.succeeded, 'data-failed': slot.failed },
+      svg('title', {}, `${hhmm(slot.start)} UTC: ${slot.succeeded} succeeded, ${slot.failed} failed`),
+      svg('rect', { class: 'bar-ok', x, y: base - okHeight, width: w, height: okHeight }),
+      svg('rect', { class: 'bar-bad', x, y: base - okHeight - badHeight, width: w, height: badHeight }),
+      index % Math.ceil(slots.length / 6) === 0 ? svg('text', { x: x + w / 2, y: height - 5, 'text-anchor': 'middle' }, hhmm(slot.start)) : '');
+  });
+  return el('figure', { className: 'chart', id: 'chart-' + name },
+    el('figcaption', {}, el('strong', {}, caption), ' ',
+      el('span', { className: 'totals' }, el('span', { className: 'ok', 'data-kind': 'succeeded' }, String(windowData.succeeded)), ' succeeded, ',
+        el('span', { className: 'bad', 'data-kind': 'failed' }, String(windowData.failed)), ' failed')),
+    svg('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': summaryText },
+      svg('line', { x1: left, x2: width, y1: height - bottom, y2: height - bottom, class: 'axis' }),
+      svg('text', { x: left - 4, y: top + 8, 'text-anchor': 'end' }, String(most)),
+      ...bars));
+}
+
+function timeline(data) {
+  const items = data.nextRuns.map((run) => el('li', {},
+    el('span', { className: 'when' }, time(run.time), ' ', el('span', { className: 'muted' }, relative(run.time, data.now))),
+    el('span', { className: 'what' }, link(jobHash(run.job), run.job.name),
+      el('span', { className: 'muted' }, ` · ${run.job.collection} · ${run.job.resourceGroup}`))));
+  return el('section', { id: 'next-up', 'aria-labelledby': 'next-title' },
+    el('h2', { id: 'next-title' }, 'Next runs'),
+    items.length ? el('ol', { className: 'timeline' }, items) : el('p', { className: 'muted' }, 'Nothing is scheduled.'));
+}
+
+function failingNow(data) {
+  const rows = data.failing.map((f) => el('tr', {},
+    el('td', {}, link(jobHash(f.job), f.job.name)),
+    el('td', { className: 'hide-narrow' }, f.job.collection),
+    el('td', { className: stateClass('state', f.state) }, f.state),
+    el('td', {}, f.time ? time(f.time) : '—'),
+    el('td', { className: 'message-cell' }, f.message || '')));
+  return el('section', { id: 'failing', 'aria-labelledby': 'failing-title' },
+    el('h2', { id: 'failing-title' }, 'Failing now'),
+    rows.length ? el('div', { className: 'table-wrap' }, el('table', {},
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Job'), el('th', { scope: 'col', className: 'hide-narrow' }, 'Collection'),
+        el('th', { scope: 'col' }, 'State'), el('th', { scope: 'col' }, 'Last try'), el('th', { scope: 'col' }, 'Message'))),
+      el('tbody', {}, rows))) : el('p', { className: 'muted' }, 'Nothing is failing.'));
+}
+
+let lastOverview = '';
+
+async function overviewView(main) {
+  const [data, listed] = await Promise.all([api('GET', '/_emulator/dashboard/overview'), api('GET', '/_emulator/dashboard/collections')]);
+  const text = JSON.stringify([data, listed]);
+  const sections = [
+    stateTotals(data),
+    el('section', { id: 'attempts', 'aria-labelledby': 'attempts-title' },
+      el('h2', { id: 'attempts-title' }, 'Attempts'),
+      el('div', { className: 'charts' }, chart('hour', 'Last hour', data.attempts.hour), chart('day', 'Last 24 hours', data.attempts.day))),
+    timeline(data),
+    failingNow(data),
+    el('section', { id: 'collections' }, el('h2', {}, 'Job collections'), collectionsTable(listed.value)),
+  ];
+  if (main.querySelector('#overview')) {
+    if (text === lastOverview) return;
+    lastOverview = text;
+    for (const fresh of sections) swap(main.querySelector('#' + fresh.id), fresh);
+    return;
+  }
+  lastOverview = text;
+  main.replaceChildren(el('div', { id: 'overview' },
+    el('h1', {}, 'Overview'),
+    el('p', { className: 'muted' }, 'Attempts are tries of a job\u2019s main action (retries included). ', link('#/jobs', 'Find a job')),
+    ...sections));
+}
+
+// --- find anything ------------------------------------------------------------------------------------
+
+function searchParams() {
+  const at = location.hash.indexOf('?');
+  return new URLSearchParams(at < 0 ? '' : location.hash.slice(at + 1));
+}
+
+async function searchView(main) {
+  const params = searchParams();
+  const query = new URLSearchParams();
+  for (const [key, api_] of [['q', 'q'], ['state', 'state'], ['type', 'actionType'], ['host', 'host']]) {
+    if (params.get(key)) query.set(api_, params.get(key));
+  }
+  const data = await api('GET', '/_emulator/dashboard/jobs?' + query.toString());
+  const rows = data.value.map((j) => el('tr', {},
+    el('td', {}, link(jobHash(j.job), j.job.name)),
+    el('td', {}, link(collectionHash(j.job), j.job.collection), el('div', { className: 'muted' }, j.job.resourceGroup)),
+    el('td', { className: stateClass('state', j.state) }, j.state),
+    el('td', { className: 'hide-narrow' }, j.actionType || '—'),
+    el('td', { className: 'hide-narrow target' }, j.target || '—'),
+    el('td', {}, j.nextRun ? time(j.nextRun) : el('span', { className: 'muted' }, '—')),
+    el('td', { className: j.lastOutcome ? stateClass('status', j.lastOutcome.status) : 'muted' }, j.lastOutcome ? j.lastOutcome.status : 'never run')));
+  const results = el('div', { id: 'results' },
+    el('p', { id: 'result-count', role: 'status' }, `${data.value.length}${data.truncated ? '+' : ''} job${data.value.length === 1 ? '' : 's'}`),
+    rows.length ? el('div', { className: 'table-wrap' }, el('table', {},
+      el('thead', {}, el('tr', {}, ['Job', 'Collection', 'State'].map((h) => el('th', { scope: 'col' }, h)),
+        ['Action', 'Target'].map((h) => el('th', { scope: 'col', className: 'hide-narrow' }, h)),
+        ['Next run', 'Last outcome'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, rows))) : el('p', { className: 'muted' }, 'No job matches.'));
+  if (main.querySelector('#search')) { swap(main.querySelector('#results'), results); return; }
+  let pending = null;
+  const apply = (form) => {
+    const next = new URLSearchParams();
+    for (const key of ['q', 'state', 'type', 'host']) if (form.elements[key].value.trim()) next.set(key, form.elements[key].value.trim());
+    const hash = '#/jobs' + (next.toString() ? '?' + next.toString() : '');
+    if (hash !== location.hash) history.replaceState(null, '', hash); // shareable, survives a reload
+    refresh();
+  };
+  const form = el('form', { className: 'grid', role: 'search', 'aria-label': 'Find jobs',
+    onsubmit: (event) => { event.preventDefault(); apply(event.target); },
+    oninput: (event) => { clearTimeout(pending); const f = event.currentTarget; pending = setTimeout(() => apply(f), 300); },
+  },
+  el('label', {}, 'Name contains', el('input', { name: 'q', type: 'search', value: params.get('q') || '', placeholder: 'job, collection or group' })),
+  el('label', {}, 'State', el('select', { name: 'state' }, el('option', { value: '' }, 'any'),
+    STATES.map((state) => el('option', { value: state, selected: is(params.get('state'), state) }, state)))),
+  el('label', {}, 'Action type', el('select', { name: 'type' }, el('option', { value: '' }, 'any'),
+    ACTION_TYPES.map((type) => el('option', { value: type, selected: is(params.get('type'), type) }, type)))),
+  el('label', {}, 'Target host contains', el('input', { name: 'host', type: 'search', value: params.get('host') || '', placeholder: '127.0.0.1' })),
+  el('button', { type: 'submit', className: 'primary' }, 'Search'));
+  main.replaceChildren(el('section', { id: 'search' }, el('h1', {}, 'Find jobs'),
+    el('p', { className: 'muted' }, 'Across every collection. The filter is part of the address: share it or reload.'),
+    form, results));
+}
+
+// --- the virtual clock (in the header) ---------------------------------------------------------------
+
+async function moveClock(body) {
+  const result = document.getElementById('clock-result');
+  try {
+    const answer = await api('POST', '/_emulator/clock', body);
+    result.replaceChildren(`Ran ${answer.occurrences} occurrence${answer.occurrences === 1 ? '' : 's'} ` +
+      `(${answer.attempts} attempt${answer.attempts === 1 ? '' : 's'}, ${answer.failed} failed); the time is now `, time(answer.now), '.');
+    await updateClock();
+    await refresh();
+  } catch (error) {
+    result.textContent = '';
+    show(error.message);
+  }
+}
+
+function clockPanel() {
+  return el('details', { id: 'clock-panel' },
+    el('summary', {}, 'Virtual time ', el('span', { id: 'clock-now' })),
+    el('div', { className: 'clock-forms' },
+      el('form', { 'aria-label': 'Advance the virtual clock', onsubmit: (event) => {
+        event.preventDefault();
+        const f = event.target.elements;
+        const amount = Math.floor(Number(f.amount.value));
+        if (!(amount >= 1)) { show('Advance by a whole number, 1 or more.'); return; }
+        const unit = f.unit.value;
+        const duration = unit === 'days' ? `P${amount}D` : `PT${amount}${unit === 'hours' ? 'H' : 'M'}`;
+        moveClock({ advance: duration });
+      } },
+      el('label', {}, 'Advance by', el('input', { name: 'amount', type: 'number', min: 1, step: 1, value: 1, required: true })),
+      el('label', {}, 'Unit', el('select', { name: 'unit' }, ['minutes', 'hours', 'days'].map((u) => el('option', { value: u, selected: u === 'hours' }, u)))),
+      el('button', { type: 'submit', className: 'primary' }, 'Advance')),
+      el('form', { 'aria-label': 'Move the virtual clock to a time', onsubmit: (event) => {
+        event.preventDefault();
+        const value = event.target.elements.to.value;
+        if (!value) { show('Choose a date and time.'); return; }
+        moveClock({ to: (value.length === 16 ? value + ':00' : value) + 'Z' });
+      } },
+      el('label', {}, 'Move to (UTC)', el('input', { name: 'to', type: 'datetime-local', step: 1 })),
+      el('button', { type: 'submit' }, 'Move to'))),
+    el('p', { id: 'clock-result', role: 'status' }));
+}
+
 // --- routing and refresh --------------------------------------------------------------------------
 
 const ROUTES = [
   [/^#\/c\/([^/]+)\/([^/]+)\/([^/]+)$/, collectionView],
   [/^#\/j\/([^/]+)\/([^/]+)\/([^/]+)\/([^/]+)$/, jobView],
   [/^#\/calculator$/, calculatorView],
-  [/^(#\/?)?$/, collectionsView],
+  [/^#\/collections$/, collectionsView],
+  [/^#\/jobs(?:\?.*)?$/, searchView],
+  [/^(#\/?)?$/, overviewView],
 ];
 
 async function refresh() {
@@ -348,7 +625,12 @@ async function updateClock() {
   try {
     const clock = await api('GET', '/_emulator/clock');
     const node = document.getElementById('clock');
-    node.replaceChildren(clock.mode === 'virtual' ? 'Virtual time ' : 'Time ', time(clock.now));
+    if (is(clock.mode, 'virtual')) {
+      if (!node.querySelector('#clock-panel')) node.replaceChildren(clockPanel());
+      node.querySelector('#clock-now').replaceChildren(time(clock.now));
+    } else {
+      node.replaceChildren('Time ', time(clock.now));
+    }
   } catch (error) { /* the clock is a nicety */ }
 }
 
@@ -364,7 +646,7 @@ function route() {
       return;
     }
   }
-  main.replaceChildren(el('p', {}, 'Nothing here. ', link('#/', 'Back to the collections')));
+  main.replaceChildren(el('p', {}, 'Nothing here. ', link('#/', 'Back to the overview')));
 }
 
 window.addEventListener('hashchange', route);
