@@ -8,7 +8,6 @@ checkout as it found it."""
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,8 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from azurite import missing
 from playwright.sync_api import expect
+from support.browser import launched_chromium
 from support.server import EmulatorPool, ServerProcess
 from support.waiting import wait_until
 from target_server import TargetServer
@@ -28,14 +27,6 @@ README_SCREENSHOTS = REPO / "docs" / "screenshots"
 API = {"api-version": "2016-03-01"}
 TOKEN = "dashboard-token"
 TIMEOUT_MS = 15_000
-
-
-def chromium_path() -> str:
-    for candidate in (os.environ.get("CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium"):
-        if candidate and Path(candidate).exists():
-            return candidate
-    missing("The dashboard tests need Debian's chromium (apt-get install chromium; make test installs it as root).")
-    raise AssertionError("unreachable")
 
 
 @pytest.fixture(scope="module")
@@ -48,16 +39,8 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:  # pragma: no cover - the test extras install it
-        missing("The dashboard tests need the Python package playwright (in the test extras).")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"], headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with launched_chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="module")
