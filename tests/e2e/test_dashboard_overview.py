@@ -249,6 +249,8 @@ def test_overview_counts_chart_timeline_and_failing_jobs_match_the_api(
     page.go_back()
     page.locator("#totals").wait_for()
 
+    page.locator("#clock-panel summary").click()  # the virtual clock's controls, open for the screenshots
+    expect(page.get_by_role("form", name="Advance the virtual clock")).to_be_visible()
     page.screenshot(path=str(screenshots / "overview-1280.png"), full_page=True)
     no_sideways_scroll(page)
     page.screenshot(path=str(screenshots / "overview-390.png"), full_page=True)
