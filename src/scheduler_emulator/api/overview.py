@@ -8,6 +8,7 @@ import csv
 import io
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -204,10 +205,14 @@ def _found(collection: JobCollectionRow, job: JobRow, last: JobHistoryRow | None
 
 
 def _target(action: dict[str, Any]) -> str | None:
-    """Where the action goes, in one phrase: the URI's host and path, the storage account and queue, or the
-    Service Bus namespace and queue or topic."""
+    """Where the action goes, in one phrase: the URI without user info, query or fragment (where a token could
+    hide), the storage account and queue, or the Service Bus namespace and queue or topic."""
     if isinstance(request := action.get("request"), dict) and isinstance(request.get("uri"), str):
-        return str(request["uri"]).split("?", 1)[0]
+        try:
+            parts = urlsplit(request["uri"])
+        except ValueError:
+            return None
+        return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}{parts.path}"
     for key, where in (
         ("queueMessage", "queueName"),
         ("serviceBusQueueMessage", "queueName"),
