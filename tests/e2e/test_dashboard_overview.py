@@ -405,3 +405,20 @@ def test_buttons_follow_the_state_and_the_history_exports_as_csv_and_json(
         {k: str(entry[k]).lower() if k == "status" else str(entry[k]) for k in keys} for entry in exported
     ] == expected
     assert any("try, again" in row["message"] for row in rows)  # a comma inside a field survives the CSV
+
+
+def test_a_resource_group_page_lists_that_group_s_collections(page: Any, world: World) -> None:
+    world.create_collection("jc-one", "rg-shown")
+    world.create_collection("jc-two", "rg-shown")
+    world.create_collection("jc-elsewhere", "rg-hidden")
+    page.goto(world.ui("#/collections"))
+    page.get_by_role("row").filter(has_text="jc-one").get_by_role("link", name="rg-shown").click()
+    page.wait_for_url("**/#/g/**")
+    expect(page.get_by_role("heading", name="rg-shown", exact=True)).to_be_visible()
+    table = page.get_by_role("table").filter(has_text="The collections in this group")
+    expect(table.locator("tbody tr")).to_have_count(2)
+    assert "jc-elsewhere" not in table.inner_text()
+    table.get_by_role("link", name="jc-two").click()
+    page.wait_for_url("**/#/c/**")
+    page.get_by_role("link", name="rg-shown").click()  # the collection's page links back to its group
+    page.wait_for_url("**/#/g/**")

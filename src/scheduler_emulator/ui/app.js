@@ -153,17 +153,17 @@ async function collectionsView(main) {
   main.replaceChildren(el('h1', {}, 'Job collections'), collectionsTable(value));
 }
 
-function collectionsTable(value) {
+function collectionsTable(value, caption = 'Every subscription and resource group with its collections') {
   const rows = value.map((c) => el('tr', {},
     el('td', {}, c.subscriptionId),
-    el('td', {}, c.resourceGroup),
+    el('td', {}, link(hashOf('g', c.subscriptionId, c.resourceGroup), c.resourceGroup)),
     el('td', {}, link(hashOf('c', c.subscriptionId, c.resourceGroup, c.name), c.name)),
     el('td', {}, c.sku),
     el('td', { className: stateClass('state', c.state) }, c.state),
     el('td', { className: 'num' }, c.maxJobCount == null ? String(c.jobCount) : `${c.jobCount} / ${c.maxJobCount}`),
   ));
   return value.length ? el('div', { className: 'table-wrap' }, el('table', {},
-      el('caption', { className: 'muted' }, 'Every subscription and resource group with its collections'),
+      el('caption', { className: 'muted' }, caption),
       el('thead', {}, el('tr', {}, ['Subscription', 'Resource group', 'Collection', 'Plan', 'State', 'Jobs / quota']
         .map((h) => el('th', { scope: 'col' }, h)))),
       el('tbody', {}, rows))) : el('p', { className: 'muted' }, 'No job collections yet. Create one with the API or an SDK.');
@@ -252,7 +252,7 @@ async function collectionView(main, [s, rg, jc]) {
     return;
   }
   main.replaceChildren(
-    el('p', {}, link('#/collections', 'Collections'), ' / ', `${c.subscriptionId} / ${c.resourceGroup}`),
+    el('p', {}, link('#/collections', 'Collections'), ' / ', `${c.subscriptionId} / `, link(hashOf('g', c.subscriptionId, c.resourceGroup), c.resourceGroup)),
     el('h1', {}, c.name),
     el('p', { id: 'summary', className: 'muted' }, summary(c)),
     table,
@@ -597,11 +597,134 @@ function clockPanel() {
     el('p', { id: 'clock-result', role: 'status' }));
 }
 
+// --- resource groups and deployments (the ARM front door, SPEC §12) ---------------------------------------
+
+const ARM_RESOURCES = '2021-04-01';
+
+function groupPath(s, rg) { return '/subscriptions/' + encodeURIComponent(s) + '/resourceGroups/' + encodeURIComponent(rg); }
+
+function deploymentPath(s, rg, name) {
+  return groupPath(s, rg) + '/providers/Microsoft.Resources/deployments/' + encodeURIComponent(name);
+}
+
+function armGet(path) {
+  return api('GET', path + '?' + new URLSearchParams({ 'api-version': ARM_RESOURCES }).toString());
+}
+
+async function optional(promise) {
+  // A read the page can do without: its error becomes a line on the page instead of the whole page failing.
+  try { return { value: await promise }; } catch (error) { if (error.status === 401) throw error; return { error }; }
+}
+
+function schedulerLink(id, fallback) {
+  // A Scheduler resource id → the dashboard's page for it; anything else stays text.
+  const match = /^\/subscriptions\/([^/]+)\/resourceGroups\/([^/]+)\/providers\/Microsoft\.Scheduler\/jobCollections\/([^/]+)(?:\/jobs\/([^/]+))?$/i
+    .exec(id || '');
+  if (!match) return fallback;
+  const [s, rg, jc, job] = match.slice(1).map(decodeURIComponent);
+  return job ? link(hashOf('j', s, rg, jc, job), fallback) : link(hashOf('c', s, rg, jc), fallback);
+}
+
+function errorBlock(error) {
+  // An ARM error with its nested details, as a list (every value as text).
+  if (!error) return null;
+  return el('ul', { className: 'error-tree' }, el('li', {},
+    el('strong', {}, error.code || 'Error'), error.message ? ': ' + error.message : '',
+    (error.details || []).length ? (error.details || []).map((detail) => errorBlock(detail)) : null));
+}
+
+function statusText(value) {
+  if (value === null || value === undefined) return '';
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+async function groupView(main, [s, rg]) {
+  const [group, listed, deployments] = await Promise.all([
+    optional(armGet(groupPath(s, rg))),
+    api('GET', '/_emulator/dashboard/collections'),
+    optional(armGet(groupPath(s, rg) + '/providers/Microsoft.Resources/deployments')),
+  ]);
+  const collections = listed.value.filter((c) => is(c.subscriptionId, s) && is(c.resourceGroup, rg));
+  const rows = deployments.value ? deployments.value.value.map((d) => el('tr', {},
+    el('td', {}, link(hashOf('d', s, rg, d.name), d.name)),
+    el('td', { className: stateClass('status', d.properties.provisioningState) }, d.properties.provisioningState),
+    el('td', { className: 'hide-narrow' }, d.properties.mode || '—'),
+    el('td', {}, time(d.properties.timestamp)),
+    el('td', { className: 'hide-narrow' }, d.properties.duration || '—'),
+    el('td', {}, d.properties.error ? d.properties.error.code : ''))) : [];
+  const content = el('div', { id: 'group-page', 'data-key': s + '/' + rg },
+    el('p', {}, link('#/collections', 'Collections'), ' / ', s),
+    el('h1', {}, rg),
+    el('p', { id: 'group-summary', className: 'muted' }, group.value
+      ? `Resource group · ${group.value.location} · ${group.value.properties?.provisioningState || ''}` +
+        (group.value.tags && Object.keys(group.value.tags).length ? ' · tags ' + Object.entries(group.value.tags).map(([k, v]) => `${k}=${v}`).join(', ') : '')
+      : 'Resource group (not created explicitly: it holds collections made by a PUT)'),
+    el('h2', {}, 'Job collections'),
+    collectionsTable(collections, 'The collections in this group'),
+    el('h2', {}, 'Deployments'),
+    deployments.error ? el('p', { className: 'muted' }, 'Deployments are not available: ' + deployments.error.message)
+      : rows.length ? el('div', { className: 'table-wrap', id: 'deployments' }, el('table', {},
+        el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Deployment'), el('th', { scope: 'col' }, 'State'),
+          el('th', { scope: 'col', className: 'hide-narrow' }, 'Mode'), el('th', { scope: 'col' }, 'Time'),
+          el('th', { scope: 'col', className: 'hide-narrow' }, 'Duration'), el('th', { scope: 'col' }, 'Error'))),
+        el('tbody', {}, rows))) : el('p', { className: 'muted' }, 'No deployments in this group.'));
+  const old = main.querySelector('#group-page');
+  if (old && old.dataset.key === content.dataset.key) {
+    if (old.dataset.text !== JSON.stringify([group.value, collections, deployments.value])) swap(old, content);
+  } else {
+    main.replaceChildren(content);
+  }
+  content.dataset.text = JSON.stringify([group.value, collections, deployments.value]);
+}
+
+async function deploymentView(main, [s, rg, name]) {
+  const [deployment, operations] = await Promise.all([
+    armGet(deploymentPath(s, rg, name)),
+    optional(armGet(groupPath(s, rg).replace('/resourceGroups/', '/resourcegroups/') + '/deployments/' + encodeURIComponent(name) + '/operations')),
+  ]);
+  const p = deployment.properties || {};
+  const ops = operations.value ? operations.value.value.map((o) => {
+    const q = o.properties || {};
+    const target = q.targetResource || {};
+    return el('tr', {},
+      el('td', {}, schedulerLink(target.id, target.resourceName || target.id || '—'), el('div', { className: 'muted' }, target.resourceType || '')),
+      el('td', { className: 'hide-narrow' }, q.provisioningOperation || '—'),
+      el('td', { className: stateClass('status', q.provisioningState) }, q.provisioningState || '—'),
+      el('td', { className: 'num' }, q.statusCode || '—'),
+      el('td', { className: 'message-cell' }, statusText(q.statusMessage)),
+      el('td', { className: 'hide-narrow' }, time(q.timestamp)));
+  }) : [];
+  const content = el('div', { id: 'deployment-page', 'data-key': [s, rg, name].join('/') },
+    el('p', {}, link('#/collections', 'Collections'), ' / ', link(hashOf('g', s, rg), rg), ' / deployments'),
+    el('h1', {}, name),
+    el('p', { id: 'deployment-state' }, 'State: ', el('strong', { className: stateClass('status', p.provisioningState) }, p.provisioningState || '—'),
+      ` · ${p.mode || ''} mode · `, time(p.timestamp), p.duration ? ` · ${p.duration}` : ''),
+    p.error ? el('section', { id: 'deployment-error', className: 'card' }, el('h2', {}, 'Error'), errorBlock(p.error)) : null,
+    el('h2', {}, 'Operations'),
+    operations.error ? el('p', { className: 'muted' }, 'Operations are not available: ' + operations.error.message)
+      : ops.length ? el('div', { className: 'table-wrap', id: 'operations' }, el('table', {},
+        el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Resource'), el('th', { scope: 'col', className: 'hide-narrow' }, 'Operation'),
+          el('th', { scope: 'col' }, 'State'), el('th', { scope: 'col' }, 'Status'), el('th', { scope: 'col' }, 'Message'),
+          el('th', { scope: 'col', className: 'hide-narrow' }, 'Time'))),
+        el('tbody', {}, ops))) : el('p', { className: 'muted' }, 'No operations.'),
+    p.outputs && Object.keys(p.outputs).length ? [el('h2', {}, 'Outputs'), el('pre', { id: 'outputs' }, JSON.stringify(p.outputs, null, 2))] : null);
+  const text = JSON.stringify([deployment, operations.value]);
+  const old = main.querySelector('#deployment-page');
+  if (old && old.dataset.key === content.dataset.key) {
+    if (old.dataset.text !== text) swap(old, content);
+  } else {
+    main.replaceChildren(content);
+  }
+  content.dataset.text = text;
+}
+
 // --- routing and refresh --------------------------------------------------------------------------
 
 const ROUTES = [
   [/^#\/c\/([^/]+)\/([^/]+)\/([^/]+)$/, collectionView],
   [/^#\/j\/([^/]+)\/([^/]+)\/([^/]+)\/([^/]+)$/, jobView],
+  [/^#\/g\/([^/]+)\/([^/]+)$/, groupView],
+  [/^#\/d\/([^/]+)\/([^/]+)\/([^/]+)$/, deploymentView],
   [/^#\/calculator$/, calculatorView],
   [/^#\/collections$/, collectionsView],
   [/^#\/jobs(?:\?.*)?$/, searchView],
