@@ -325,11 +325,15 @@ def test_advancing_the_virtual_clock_from_the_page_fires_the_due_job(
     expect(page.get_by_text("No runs yet.")).to_be_visible()
     panel = page.locator("#clock-panel")
     expect(panel.locator("summary")).to_contain_text(z(world.now()).replace("T", " ").replace("Z", " UTC"))
-    panel.locator("summary").click()
+    panel.locator("summary").focus()
+    page.keyboard.press("Enter")  # opens from the keyboard
     form = page.get_by_role("form", name="Advance the virtual clock")
+    expect(form).to_be_visible()
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.name") == "amount"  # the next stop is the first field
     form.get_by_label("Advance by").fill("45")
     form.get_by_label("Unit").select_option("minutes")
-    form.get_by_role("button", name="Advance").click()
+    form.get_by_role("button", name="Advance").press("Enter")
 
     result = page.locator("#clock-result")
     expect(result).to_contain_text("Ran 1 occurrence (1 attempt, 0 failed)")
