@@ -125,7 +125,7 @@ async def export_history(
         return row.name, [_exported(entry) for entry in repo.list_history(session, row, None, 0, EXPORT_LIMIT)]
 
     job_name, entries = await in_session(request, work)
-    filename = "".join(c if c.isalnum() or c in "-_." else "_" for c in job_name) + "-history." + kind
+    filename = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in job_name) + "-history." + kind
     disposition = {"Content-Disposition": f'attachment; filename="{filename}"'}
     if kind == "json":
         return JSONResponse({"value": entries}, headers=disposition)
