@@ -133,4 +133,6 @@ def search_jobs(
 
 
 def _definition_text(path: tuple[str, ...]) -> ColumnElement[str]:
-    return JobRow.definition[path].as_string()
+    """The definition's value at ``path`` as text (JSON_EXTRACT on SQLite, ``#>>`` on PostgreSQL)."""
+    value: ColumnElement[str] = JobRow.definition[path].as_string()
+    return value
