@@ -308,7 +308,10 @@ async function jobView(main, [s, rg, jc, name]) {
       await refresh();
       // The button pressed may be gone (Disable becomes Enable): keep the keyboard in the button row.
       const row = document.getElementById('job-actions');
-      if (row && !row.contains(document.activeElement)) row.querySelector('button')?.focus();
+      const counterpart = { Enable: 'Disable', Disable: 'Enable' }[label];
+      if (row && !row.contains(document.activeElement)) {
+        ([...row.querySelectorAll('button')].find((b) => b.textContent === counterpart) || row.querySelector('button'))?.focus();
+      }
     } catch (error) { show(error.message); }
   } }, label);
   // Enable only on a disabled job, Disable only on an enabled one (states compared case-insensitively).
