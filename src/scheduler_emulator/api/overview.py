@@ -20,6 +20,7 @@ from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.domain.describe import describe_schedule
 from scheduler_emulator.service import collections, jobs
 from scheduler_emulator.service.collections import CollectionRef
+from scheduler_emulator.service.overview import AttemptCounts
 from scheduler_emulator.store import overview as queries
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
@@ -53,10 +54,14 @@ async def overview(request: Request) -> Response:
     next runs of every collection, and the jobs failing now with their last message."""
     moment = now(request)
     virtual = isinstance(request.app.state.clock, VirtualClock)
+    tally = _attempt_counts(request)
 
     def work(session: Session) -> dict[str, Any]:
         collection_count, states = queries.counts(session)
-        windows = {name: _window(session, moment, width, slots) for name, width, slots in WINDOWS}
+        windows = {
+            name: _window(session, tally, name=name, moment=moment, width=width, slots=slots)
+            for name, width, slots in WINDOWS
+        }
         upcoming = [
             {"time": isoformat_z(job.next_execution_time), "job": _ref(collection, job), "state": job.state}
             for job, collection in queries.next_runs(session, NEXT_RUNS)
@@ -143,12 +148,22 @@ def _filter(request: Request, name: str) -> str | None:
     return value or None
 
 
-def _window(session: Session, moment: datetime, width: timedelta, slots: int) -> dict[str, Any]:
+def _attempt_counts(request: Request) -> AttemptCounts:
+    state = request.app.state
+    counts: AttemptCounts | None = getattr(state, "attempt_counts", None)
+    if counts is None:
+        counts = state.attempt_counts = AttemptCounts()
+    return counts
+
+
+def _window(
+    session: Session, tally: AttemptCounts, *, name: str, moment: datetime, width: timedelta, slots: int
+) -> dict[str, Any]:
     """``slots`` slots of ``width``, aligned to whole multiples of it (UTC), the last one holding ``moment``."""
     seconds = int(width.total_seconds())
     end = moment - timedelta(seconds=int(moment.timestamp()) % seconds, microseconds=moment.microsecond) + width
     edges = [end - width * (slots - index) for index in range(slots + 1)]
-    counted = queries.attempts_by_bucket(session, edges)
+    counted = tally.count(session, name, edges)
     rows = [
         {
             "start": isoformat_z(edges[index]),

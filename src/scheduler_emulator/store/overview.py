@@ -30,9 +30,27 @@ def counts(session: Session) -> tuple[int, dict[str, int]]:
     return collections, {state: count for state, count in states}
 
 
-def attempts_by_bucket(session: Session, edges: Sequence[datetime]) -> dict[tuple[int, str], int]:
+def history_mark(session: Session) -> tuple[int, int]:
+    """How many history entries there are, and the highest id (0 when none): an index-only count and the end
+    of the primary key, cheap beside reading the entries."""
+    # Two statements: SQLite counts a table fast only when the count is alone in its statement.
+    count = session.scalar(select(func.count()).select_from(JobHistoryRow))
+    top = session.scalar(select(func.max(JobHistoryRow.id)))
+    return int(count or 0), int(top or 0)
+
+
+def entries_between(session: Session, after_id: int, up_to_id: int) -> int:
+    """How many history entries have an id in ``(after_id, up_to_id]`` (a primary-key range)."""
+    query = select(func.count()).where(JobHistoryRow.id > after_id, JobHistoryRow.id <= up_to_id)
+    return int(session.scalar(query) or 0)
+
+
+def attempts_by_bucket(
+    session: Session, edges: Sequence[datetime], *, after_id: int = 0, up_to_id: int | None = None
+) -> dict[tuple[int, str], int]:
     """Main-action tries that started in ``[edges[i], edges[i+1])``, by ``(i, status)`` for each status of
-    ATTEMPT_STATUSES (absent: none). ``edges`` ascend; one grouped statement (a CASE picks the bucket)."""
+    ATTEMPT_STATUSES (absent: none), among the entries with an id in ``(after_id, up_to_id]`` (default: all).
+    ``edges`` ascend; one grouped statement (a CASE picks the bucket)."""
     if len(edges) < 2:
         return {}
     started = JobHistoryRow.start_time
@@ -44,9 +62,12 @@ def attempts_by_bucket(session: Session, edges: Sequence[datetime]) -> dict[tupl
             started < edges[-1],
             JobHistoryRow.action_name == MAIN_ACTION,
             JobHistoryRow.status.in_(ATTEMPT_STATUSES),
+            JobHistoryRow.id > after_id,
         )
         .group_by(bucket, JobHistoryRow.status)
     )
+    if up_to_id is not None:
+        query = query.where(JobHistoryRow.id <= up_to_id)
     return {(int(index), status): count for index, status, count in session.execute(query).all()}
 
 
