@@ -637,8 +637,11 @@ function errorBlock(error) {
 }
 
 function statusText(value) {
+  // An operation's statusMessage: text, an ARM error ({error: {code, message}}), or any other JSON.
   if (value === null || value === undefined) return '';
-  return typeof value === 'string' ? value : JSON.stringify(value);
+  if (typeof value === 'string') return value;
+  const error = value.error || (value.code && value.message ? value : null);
+  return error ? `${error.code}: ${error.message}` : JSON.stringify(value);
 }
 
 async function groupView(main, [s, rg]) {
@@ -690,10 +693,10 @@ async function deploymentView(main, [s, rg, name]) {
     const q = o.properties || {};
     const target = q.targetResource || {};
     return el('tr', {},
-      el('td', {}, schedulerLink(target.id, target.resourceName || target.id || '—'), el('div', { className: 'muted' }, target.resourceType || '')),
+      el('td', {}, schedulerLink(target.id, target.resourceName || target.id || '—'), el('div', { className: 'muted hide-narrow' }, target.resourceType || '')),
       el('td', { className: 'hide-narrow' }, q.provisioningOperation || '—'),
       el('td', { className: stateClass('status', q.provisioningState) }, q.provisioningState || '—'),
-      el('td', { className: 'num' }, q.statusCode || '—'),
+      el('td', { className: 'hide-narrow' }, q.statusCode || '—'),
       el('td', { className: 'message-cell' }, statusText(q.statusMessage)),
       el('td', { className: 'hide-narrow' }, time(q.timestamp)));
   }) : [];
@@ -707,7 +710,7 @@ async function deploymentView(main, [s, rg, name]) {
     operations.error ? el('p', { className: 'muted' }, 'Operations are not available: ' + operations.error.message)
       : ops.length ? el('div', { className: 'table-wrap', id: 'operations' }, el('table', {},
         el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Resource'), el('th', { scope: 'col', className: 'hide-narrow' }, 'Operation'),
-          el('th', { scope: 'col' }, 'State'), el('th', { scope: 'col' }, 'Status'), el('th', { scope: 'col' }, 'Message'),
+          el('th', { scope: 'col' }, 'State'), el('th', { scope: 'col', className: 'hide-narrow' }, 'Status'), el('th', { scope: 'col' }, 'Message'),
           el('th', { scope: 'col', className: 'hide-narrow' }, 'Time'))),
         el('tbody', {}, ops))) : el('p', { className: 'muted' }, 'No operations.'),
     p.outputs && Object.keys(p.outputs).length ? [el('h2', {}, 'Outputs'), el('pre', { id: 'outputs' }, JSON.stringify(p.outputs, null, 2))] : null);
