@@ -624,7 +624,7 @@ function schedulerLink(id, fallback) {
   const match = /^\/subscriptions\/([^/]+)\/resourceGroups\/([^/]+)\/providers\/Microsoft\.Scheduler\/jobCollections\/([^/]+)(?:\/jobs\/([^/]+))?$/i
     .exec(id || '');
   if (!match) return fallback;
-  const [s, rg, jc, job] = match.slice(1).map(decodeURIComponent);
+  const [s, rg, jc, job] = match.slice(1).map((part) => (part === undefined ? undefined : decodeURIComponent(part)));
   return job ? link(hashOf('j', s, rg, jc, job), fallback) : link(hashOf('c', s, rg, jc), fallback);
 }
 
