@@ -307,8 +307,14 @@ def secrets_of_action(action: Any) -> list[str]:
     return found
 
 
+# Shorter values are not scrubbed: replacing every "a" or "ok" in a message would garble it, and a secret that
+# short protects nothing anyway.
+MIN_SCRUBBED = 4
+
+
 def scrub(text: str, secrets: list[str]) -> str:
     """``text`` with every occurrence of each secret (the longest first) replaced by ``***``."""
     for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "***")
+        if len(secret) >= MIN_SCRUBBED:
+            text = text.replace(secret, "***")
     return text
