@@ -14,6 +14,7 @@ as (``properties``), not yet validated: a level that is missing or not an object
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
@@ -295,8 +296,9 @@ def _folded(value: object) -> str:
 
 
 def secrets_of_action(action: Any) -> list[str]:
-    """The secret values of one validated action (``ActionBase``), its error action's not included: what
-    must never appear in a history message or a log line about its attempts."""
+    """The secret values of one validated action (``ActionBase``), its error action's not included, and
+    the form a Basic password travels in: what must never appear in a history message or a log line about
+    its attempts (a target that echoes the request it got would put them in its answer's excerpt)."""
     found = []
     for slot in SECRETS:
         node = getattr(action, to_snake(slot.payload), None)
@@ -304,6 +306,9 @@ def secrets_of_action(action: Any) -> list[str]:
             node = getattr(node, to_snake(key), None) if node is not None else None
         if isinstance(node, str) and node:
             found.append(node)
+    auth = getattr(getattr(action, "request", None), "authentication", None)
+    if auth is not None and auth.type == "Basic" and auth.password:
+        found.append(base64.b64encode(f"{auth.username or ''}:{auth.password}".encode()).decode())
     return found
 
 
