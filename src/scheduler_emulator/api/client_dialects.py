@@ -25,7 +25,7 @@ from typing import Any
 from fastapi import Request
 
 from scheduler_emulator.domain.durations import format_iso, format_timespan, is_timespan_with_days, parse_duration
-from scheduler_emulator.schemas.job_shape import duration_fields
+from scheduler_emulator.schemas.job import duration_fields
 
 # azure-mgmt-scheduler 1.1.3 and 2.0.0 (patch.py) write a day as 30 TimeSpan days and read them back so.
 SDK_TIMESPAN_DAY_FACTOR = 30

@@ -6,8 +6,7 @@ from typing import Any
 
 from scheduler_emulator.api.client_dialects import Style, render_durations
 from scheduler_emulator.domain.clock import isoformat_z
-from scheduler_emulator.schemas.job import use_spec_occurrence_key
-from scheduler_emulator.schemas.job_shape import strip_secrets
+from scheduler_emulator.schemas.job import strip_secrets, use_spec_occurrence_key
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 
 COLLECTION_TYPE = "Microsoft.Scheduler/jobCollections"

@@ -14,6 +14,8 @@ from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.errors import FieldError
 from scheduler_emulator.schemas import job_shape as shape
 from scheduler_emulator.schemas.common import CaseInsensitive, DateTime, Duration, Integer, LenientList, WireModel
+from scheduler_emulator.schemas.job_shape import duration_fields as duration_fields  # re-exported
+from scheduler_emulator.schemas.job_shape import strip_secrets as strip_secrets  # re-exported
 from scheduler_emulator.schemas.strict_json import check_line
 
 ACTION_TYPES = tuple(shape.PAYLOAD_OF)
