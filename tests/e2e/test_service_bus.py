@@ -369,6 +369,28 @@ def test_any_valid_key_name_and_any_key_authenticate_at_the_mapped_endpoint(key_
         assert not _connected(decoy)
 
 
+def test_a_key_name_past_the_api_rule_still_reaches_only_the_mapped_endpoint() -> None:
+    """In process, a message built without validation (as a job stored before the rule): a key name holding
+    connection-string settings is only a name in the token, sent to the mapped peer, never a redirection."""
+    with _decoy() as decoy, AmqpPeer({KEY_NAME: KEY}) as other:
+        hostile = f"{KEY_NAME};Endpoint=sb://127.0.0.1:{decoy.getsockname()[1]}/;UseDevelopmentEmulator=true"
+        valid = _queue_message("named")
+        auth = valid.authentication.model_construct(sas_key_name=hostile, sas_key=KEY, type="SharedAccessKey")
+        message = valid.model_copy(update={"authentication": auth})
+        action = ServiceBusAction({"ns-one": other.url}, timeout=10)
+
+        async def run() -> Outcome:
+            try:
+                return await action.execute(message, _context())
+            finally:
+                await action.close()
+
+        outcome = asyncio.run(run())
+        assert not outcome.succeeded and "could not authenticate" in outcome.message, outcome.message
+        assert [t.status for t in other.tokens("named")] == [401]
+        assert not _connected(decoy), "a key name redirected the connection"
+
+
 # --- the action in process: endpoint forms and failures that need no scheduler around them --------------
 
 
