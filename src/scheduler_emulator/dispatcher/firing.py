@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import traceback
 from typing import Any
 
 from scheduler_emulator.config import Settings
@@ -27,13 +28,13 @@ class Actions:
         self.http = HttpAction(settings, self.session)
         self.storage_queue = StorageQueueAction(settings.storage_endpoint_map, settings.action_timeout, self.session)
         self.service_bus = ServiceBusAction(settings.servicebus_endpoint_map, settings.action_timeout)
-        self.by_type: dict[str, ActionRunner[Any]] = {
-            "Http": self.http,
-            "Https": self.http,
-            "StorageQueue": self.storage_queue,
-            "ServiceBusQueue": self.service_bus,
-            "ServiceBusTopic": self.service_bus,
+        by_payload: dict[str, ActionRunner[Any]] = {
+            "request": self.http,
+            "queueMessage": self.storage_queue,
+            "serviceBusQueueMessage": self.service_bus,
+            "serviceBusTopicMessage": self.service_bus,
         }
+        self.by_type = {action_type: by_payload[payload.key] for action_type, payload in PAYLOAD_OF.items()}
 
     async def execute(self, action: ActionBase, context: FireContext) -> Outcome:
         """The attempt's outcome, the action's secrets scrubbed from its message; an unexpected error in an
@@ -45,9 +46,9 @@ class Actions:
         secrets = secrets_of_action(action)
         try:
             outcome = await runner.execute(payload, context)
-        except Exception as exc:  # noqa: BLE001 - logged without its traceback, which could hold a secret's value
+        except Exception as exc:  # noqa: BLE001 - a failed attempt; its traceback logged with the secrets scrubbed
             reason = scrub(f"{type(exc).__name__}: {exc}", secrets)
-            log.error("%s action raised unexpectedly: %s", action.type, reason)
+            log.error("%s action raised unexpectedly: %s", action.type, scrub(traceback.format_exc(), secrets))
             return Outcome(False, f"{action.type} Action - unexpected error: {reason}")
         return Outcome(outcome.succeeded, scrub(outcome.message, secrets)) if secrets else outcome
 
