@@ -264,6 +264,12 @@ def test_no_secret_slot_shows_anywhere_for_any_action_type_or_place(
             entries = wait_history(client, names.job_path(case.job), count, 60, server.log_tail)
             assert all(e["properties"]["status"] == "Failed" for e in entries), entries
             answers.append(client.get(names.job_path(case.job) + "/history", params=API))
+            for kind in ("csv", "json"):  # the dashboard's history export
+                answers.append(client.get(f"{dashboard}/{case.job}/export", params={"format": kind}))
+        answers += [  # the dashboard's overview and search
+            client.get("/_emulator/dashboard/overview"),
+            client.get("/_emulator/dashboard/jobs", params={"q": names.collection}),
+        ]
         for response in answers:
             assert response.status_code in (200, 201), response.text
             leaks += _absent(every, f"{response.request.method} {response.url.path}", response.content)
