@@ -19,6 +19,7 @@ Every rule is written once below, with its reason.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -161,7 +162,8 @@ def _xml_drop(tree: Any, tag: str, where: Callable[[dict[str, Any]], bool] = lam
     """A copy of an XML tree (see _xml_tree) without the elements named ``tag`` for which ``where`` holds."""
     if not _is_xml(tree):
         return tree
-    children = [_xml_drop(child, tag, where) for child in tree["children"] if not (child["tag"] == tag and where(child))]
+    kept = [child for child in tree["children"] if not (child["tag"] == tag and where(child))]
+    children = [_xml_drop(child, tag, where) for child in kept]
     return {**tree, "children": children}
 
 
@@ -288,10 +290,8 @@ def _durations_as_lengths(replayed: Replayed, recorded: Any, actual: Any) -> tup
     def convert(node: dict[str, Any]) -> None:
         for key in ("retryInterval", "timeToLive"):
             if isinstance(node.get(key), str):
-                try:
+                with contextlib.suppress(ValueError):
                     node[key] = parse_duration(node[key]).total_seconds()
-                except ValueError:
-                    pass
 
     recorded, actual = copy.deepcopy(recorded), copy.deepcopy(actual)
     _walk_json(recorded, convert)
