@@ -39,7 +39,7 @@ def is_service_bus_namespace(name: str) -> bool:
     return SERVICE_BUS_NAMESPACE.fullmatch(name) is not None
 
 
-SECRET_FIELDS = ("password", "pfx", "secret")  # of authentication objects; plus service bus sasKey
+SECRET_FIELDS = ("password", "pfx", "secret")  # of authentication objects; plus service bus sasKey, storage sasToken
 
 WeekDay = CaseInsensitive(*WEEK_DAYS)
 
@@ -475,4 +475,7 @@ def strip_secrets(properties: dict[str, Any]) -> dict[str, Any]:
             message = act.get(payload)
             if isinstance(message, dict) and isinstance(message.get("authentication"), dict):
                 message["authentication"].pop("sasKey", None)
+        queue_message = act.get("queueMessage")
+        if isinstance(queue_message, dict):
+            queue_message.pop("sasToken", None)  # the service never returned it (recorded)
     return result

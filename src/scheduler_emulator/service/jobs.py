@@ -228,7 +228,8 @@ def keep_omitted_secrets(new: dict[str, Any], old: dict[str, Any]) -> dict[str, 
     """Write-only secrets the client did not repeat are kept from the stored definition, so a GET-modify-PUT
     round trip does not lose them — but only while they go where they went before (SPEC §11): same
     authentication type and same target origin (scheme, host, port) for HTTP, same namespace for Service
-    Bus. A secret omitted for a new target → FieldError naming its field (it is never sent somewhere new)."""
+    Bus, same storage account and queue for a storage queue's ``sasToken``. A secret omitted for a new
+    target → FieldError naming its field (it is never sent somewhere new)."""
     result = copy.deepcopy(new)
     old_actions = dict(_actions(old))
     for path, action in _actions(result):
@@ -256,6 +257,19 @@ def keep_omitted_secrets(new: dict[str, Any], old: dict[str, Any]) -> dict[str, 
                 if str(new_namespace or "").lower() != str(old_namespace or "").lower():
                     raise _secret_needed(f"{path}.{payload}.authentication.sasKey", "namespace")
                 new_sb["sasKey"] = old_sb["sasKey"]
+        new_queue, old_queue = _member(action, "queueMessage"), _member(previous, "queueMessage")
+        if (
+            isinstance(new_queue, dict)
+            and isinstance(old_queue, dict)
+            and "sasToken" not in new_queue
+            and "sasToken" in old_queue
+        ):
+            if any(
+                str(new_queue.get(key) or "").lower() != str(old_queue.get(key) or "").lower()
+                for key in ("storageAccount", "queueName")
+            ):
+                raise _secret_needed(f"{path}.queueMessage.sasToken", "storage account or queue")
+            new_queue["sasToken"] = old_queue["sasToken"]
     return result
 
 

@@ -148,8 +148,8 @@ class HttpAction:
                 if location is None:
                     excerpt = await response.content.read(MAX_MESSAGE_BODY_BYTES)
                     host = hop.url.host or _host(uri)
-                    message = f"Http Action - Response from host '{host}': '{response.status} {response.reason or ''}'"
-                    return Outcome(200 <= response.status < 300, f"{message.rstrip()} Body: {body_excerpt(excerpt)}")
+                    message = response_message(host, response.reason, response.raw_headers, excerpt)
+                    return Outcome(200 <= response.status < 300, message)
                 status = response.status
             left = deadline - loop.time()
             if left <= 0:
@@ -190,6 +190,19 @@ class Hop:
 
 def _origin(url: URL) -> tuple[str, str, int]:
     return (url.scheme.lower(), (url.host or "").lower(), url.port or 0)
+
+
+MAX_MESSAGE_HEADERS_BYTES = 2048
+
+
+def response_message(host: str, reason: str | None, headers: tuple[tuple[bytes, bytes], ...], body: bytes) -> str:
+    """A history message in the service's words (SPEC §7): ``Http Action - Response from host '{host}':
+    '{reason phrase as sent}' Response Headers: {Name: value, one per line, as .NET wrote them} Body: {the
+    first 2048 bytes}``. The headers are cut at 2048 bytes too, so that a message stays bounded."""
+    lines = "".join(f"{name.decode('latin-1')}: {value.decode('latin-1')}\r\n" for name, value in headers)
+    shown = body_excerpt(lines.encode()[:MAX_MESSAGE_HEADERS_BYTES])
+    head = f"Http Action - Response from host '{host}': '{reason or ''}'"
+    return f"{head} Response Headers: {shown} Body: {body_excerpt(body)}"
 
 
 def _host(uri: str) -> str:
