@@ -212,11 +212,11 @@ def test_disable_and_enable_change_the_state_shown_and_in_the_api(
     assert "object" not in page.locator("#next-runs").inner_text()
     page.get_by_role("button", name="Disable").click()
     expect(page.locator("#job-state strong")).to_have_text("Disabled")
-    assert world.job("toggled").json()["properties"]["state"] == "Disabled"
+    assert world.job("toggled").json()["properties"]["state"] == "disabled"
     assert page.locator("#next-runs time").count() == 0
     page.get_by_role("button", name="Enable").click()
     expect(page.locator("#job-state strong")).to_have_text("Enabled")
-    assert world.job("toggled").json()["properties"]["state"] == "Enabled"
+    assert world.job("toggled").json()["properties"]["state"] == "enabled"
 
 
 def test_a_state_change_made_elsewhere_shows_without_a_reload(page: Any, world: World, target: TargetServer) -> None:
