@@ -393,7 +393,7 @@ def test_npm_errors_change_nothing(node, server, client_certificate, names) -> N
     failed(results[7], 404, "ResourceNotFound")
     jobs = ok(results[8])["jobs"]
     assert [j["id"] for j in jobs] == ["kept"]
-    assert jobs[0]["recurrence"] == {"frequency": "Hour", "interval": 1}
+    assert jobs[0]["recurrence"] == {"frequency": "hour", "interval": 1}
     assert ok(results[9])["intrinsicSettings"]["quota"]["maxJobCount"] == 50
 
 
@@ -606,7 +606,7 @@ def test_the_readme_npm_snippet_works(node, snippet_servers) -> None:
             "/Microsoft.Scheduler/jobCollections/my-jobs/jobs/ping",
             params={"api-version": "2016-03-01"},
         )
-    assert arm.json()["properties"]["recurrence"] == {"frequency": "Minute", "interval": 5}
+    assert arm.json()["properties"]["recurrence"] == {"frequency": "minute", "interval": 5}  # the service's spelling
 
 
 def test_the_readme_python_legacy_snippet_works(legacy_python, snippet_servers) -> None:
