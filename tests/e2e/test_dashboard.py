@@ -269,7 +269,7 @@ def test_a_form_with_a_bad_recurrence_shows_the_api_error_and_stores_nothing(pag
     simple.get_by_label("Every (interval)").fill("2")
     simple.get_by_role("button", name="Save job").click()
     wait_until(lambda: world.job("made-in-form").status_code == 200, 10, "the form's job")
-    assert world.job("made-in-form").json()["properties"]["recurrence"] == {"frequency": "Hour", "interval": 2}
+    assert world.job("made-in-form").json()["properties"]["recurrence"] == {"frequency": "hour", "interval": 2}
 
 
 def test_markup_in_user_values_shows_as_text(page: Any, world: World) -> None:
