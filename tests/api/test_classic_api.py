@@ -563,6 +563,7 @@ def test_a_classic_job_fires_and_its_history_reads_back_through_classic(classic:
     assert entries[0]["status"] == "Completed"
     assert entries[0]["actionName"] == "MainAction"
     assert {"timestamp", "startTime", "endTime", "message", "retryCount", "repeatCount", "state"} <= entries[0].keys()
+    assert entries[0]["state"] == "completed"  # the job's state, spelt as the job answers it
     for expression in ("status eq Completed", "status eq 'completed'", "state eq completed"):
         assert (
             len(classic.job_call("GET", classic.jobs_path + "/fire-job/history", **{"$filter": expression}).json()) == 1
@@ -571,7 +572,7 @@ def test_a_classic_job_fires_and_its_history_reads_back_through_classic(classic:
         classic.job_call("GET", classic.jobs_path + "/fire-job/history", **{"$filter": "status eq Failed"}).json() == []
     )
     done = classic.job_call("GET", classic.jobs_path + "/fire-job").json()
-    assert done["state"].lower() == "completed"
+    assert done["state"] == "completed"
     assert done["status"]["executionCount"] == 1
     arm_history = classic.arm("GET", classic.arm_collection() + "/jobs/fire-job/history").json()["value"]
     assert len(arm_history) == 1

@@ -18,6 +18,7 @@ from scheduler_emulator.api.paging import page_of
 from scheduler_emulator.api.rendering import job_to_wire
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.domain.states import JobState
+from scheduler_emulator.schemas.job import service_spelling
 from scheduler_emulator.service import cloud_services, collections, jobs
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 
@@ -41,7 +42,7 @@ def history_to_classic(job: JobRow, entry: JobHistoryRow) -> dict[str, Any]:
     if entry.end_time is not None:
         item["endTime"] = isoformat_z(entry.end_time)
     item.update(
-        state=job.state,
+        state=service_spelling(job.state),  # as the job's own state is answered (SPEC §2)
         status=entry.status,
         message=entry.message,
         actionName=entry.action_name,
