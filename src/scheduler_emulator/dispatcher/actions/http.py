@@ -193,13 +193,36 @@ def _origin(url: URL) -> tuple[str, str, int]:
 
 
 MAX_MESSAGE_HEADERS_BYTES = 2048
+# .NET keeps these on the response's content, not in the HttpResponseMessage.Headers the service wrote out.
+_CONTENT_HEADERS = frozenset(
+    {
+        "allow",
+        "content-disposition",
+        "content-encoding",
+        "content-language",
+        "content-length",
+        "content-location",
+        "content-md5",
+        "content-range",
+        "content-type",
+        "expires",
+        "last-modified",
+    }
+)
 
 
 def response_message(host: str, reason: str | None, headers: tuple[tuple[bytes, bytes], ...], body: bytes) -> str:
-    """A history message in the service's words (SPEC §7): ``Http Action - Response from host '{host}':
-    '{reason phrase as sent}' Response Headers: {Name: value, one per line, as .NET wrote them} Body: {the
-    first 2048 bytes}``. The headers are cut at 2048 bytes too, so that a message stays bounded."""
-    lines = "".join(f"{name.decode('latin-1')}: {value.decode('latin-1')}\r\n" for name, value in headers)
+    """A history message in the service's words (SPEC §7), as recorded (azure-sdk-for-net's
+    Scenario_JobHistoryList session, 2016): ``Http Action - Response from host '{host}': '{reason phrase as
+    sent}' Response Headers: {Name: value\\r\\n per header, the values of a repeated header joined by ', ',
+    content headers left out, as .NET's HttpResponseHeaders.ToString() writes them} Body: {the first 2048
+    bytes}``. The headers are cut at 2048 bytes too, so that a message stays bounded."""
+    merged: dict[str, tuple[str, list[str]]] = {}
+    for raw_name, raw_value in headers:
+        name = raw_name.decode("latin-1")
+        if name.lower() not in _CONTENT_HEADERS:
+            merged.setdefault(name.lower(), (name, []))[1].append(raw_value.decode("latin-1"))
+    lines = "".join(f"{name}: {', '.join(values)}\r\n" for name, values in merged.values())
     shown = body_excerpt(lines.encode()[:MAX_MESSAGE_HEADERS_BYTES])
     head = f"Http Action - Response from host '{host}': '{reason or ''}'"
     return f"{head} Response Headers: {shown} Body: {body_excerpt(body)}"
