@@ -172,10 +172,9 @@ def test_no_secret_in_files_logs_or_responses(emulators: EmulatorPool, tmp_path:
             ]
             for response in responses:
                 assert response.status_code == 200, response.text
-                # sasToken is write-only like every other secret (SPEC §4; the service never returned it)
                 assert_absent(secret, f"GET {response.url.path}", response.content)
             storage = client.get(names.job_path("storage"), params=PARAMS).json()
-            assert "sasToken" not in storage["properties"]["action"]["queueMessage"]
+            assert "sasToken" not in storage["properties"]["action"]["queueMessage"]  # write-only (SPEC §4)
     finally:
         process.stop()
     assert_absent(secret, "the log", process.log.encode())
