@@ -387,10 +387,8 @@ def answer_both_certificate_names(properties: dict[str, Any]) -> None:
     """Give, in place, each ClientCertificate authentication its expiry under both names, same value:
     ``certificateExpiration`` (the service's, recorded) and ``certificateExpirationDate`` (the REST spec's,
     which the SDKs read)."""
-    action = properties.get("action")
-    for act in (action, action.get("errorAction") if isinstance(action, dict) else None):
-        request = act.get("request") if isinstance(act, dict) else None
-        authentication = request.get("authentication") if isinstance(request, dict) else None
+    for _, act in shape.actions_in(properties):
+        authentication = shape.member(act, "request", "authentication")
         if isinstance(authentication, dict):
             for key in ("certificateExpirationDate", "certificateExpiration"):
                 if key in authentication:
@@ -444,10 +442,7 @@ def write_service_enums(properties: dict[str, Any]) -> None:
     for entry in _monthly_occurrences(properties):
         if "day" in entry:
             entry["day"] = service_spelling(entry["day"])
-    action = properties.get("action")
-    for act in (action, action.get("errorAction") if isinstance(action, dict) else None):
-        if not isinstance(act, dict):
-            continue
+    for _, act in shape.actions_in(properties):
         policy = act.get("retryPolicy")
         if isinstance(policy, dict) and "retryType" in policy:
             policy["retryType"] = service_spelling(policy["retryType"])
