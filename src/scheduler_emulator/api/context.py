@@ -87,9 +87,9 @@ def clock(request: Request) -> Clock:
 
 
 def now(request: Request) -> datetime:
-    current = clock(request)
-    refresh = getattr(current, "refresh", None)  # a virtual clock: another process may have moved it
-    return refresh() if refresh is not None else current.now()
+    """The clock's time; the pipeline had it catch up as the request started (a virtual clock another process
+    moved), so this never calls the database."""
+    return clock(request).now()
 
 
 def wake_dispatcher(request: Request) -> None:
@@ -149,7 +149,7 @@ async def in_session_locking_late(request: Request, work: Callable[[Session, lis
     locks = write_locks(request)
 
     settings = request.app.state.settings
-    virtual = getattr(clock(request), "refresh", None) is not None  # a virtual clock: always wake (passive loop)
+    virtual = settings.clock == "virtual"  # always wake: a stepped dispatcher looks only when woken
     # Every dispatcher looks again by itself within its poll interval and then claims this far ahead. Other
     # processes sharing the database may poll less often than this one: assume up to a minute, and the
     # largest claim-ahead allowed (a job due later than that needs no wake-up anywhere).
