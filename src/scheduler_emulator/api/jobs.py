@@ -15,6 +15,7 @@ from scheduler_emulator.api.paging import equality_filter, list_body, page_of
 from scheduler_emulator.api.rendering import job_to_wire
 from scheduler_emulator.service import collections, jobs
 from scheduler_emulator.service.collections import CollectionRef
+from scheduler_emulator.store.write_scope import WriteScope
 
 router = APIRouter()
 
@@ -42,8 +43,8 @@ async def create_or_replace_job(
     read_sent_durations(raw, dialect)
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
-    def work(session: Session, locks: list[str]) -> tuple[int, dict[str, Any]]:
-        collection, job, created = jobs.put(session, ref, job_name, raw, moment, floor, locks)
+    def work(scope: WriteScope) -> tuple[int, dict[str, Any]]:
+        collection, job, created = jobs.put_locking_late(scope, ref, job_name, raw, moment=moment, floor=floor)
         return (201 if created else 200), job_to_wire(collection, job, dialect.one_job)
 
     # Writes into one collection queue on its lock: put takes it as late as it can.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from scheduler_emulator.service.validation import check_name_length, read_model
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.dispatching import note_due
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
+from scheduler_emulator.store.write_scope import WriteScope
 
 if TYPE_CHECKING:  # service.collections imports this module
     from scheduler_emulator.service.collections import CollectionRef
@@ -61,23 +61,11 @@ def get_in(session: Session, ref: CollectionRef, name: str) -> tuple[JobCollecti
 
 
 def put(
-    session: Session,
-    ref: CollectionRef,
-    name: str,
-    raw: dict[str, Any],
-    moment: datetime,
-    floor: timedelta,
-    locks: Sequence[str] = (),
+    session: Session, ref: CollectionRef, name: str, raw: dict[str, Any], moment: datetime, floor: timedelta
 ) -> tuple[JobCollectionRow, JobRow, bool]:
-    """Create or replace the job from its ARM ``properties`` in the collection ``ref`` names; a new series
-    starts at ``moment``. Returns the collection, the job and whether it was created. ``locks``: the write
-    locks the caller left to put to take (none: they are held). A new job is then read and validated first
-    and inserted under them (see _create_before_locking); anything else runs under them."""
-    if locks:
-        created = _create_before_locking(session, ref, name, raw, moment, floor, locks)
-        if created is not None:
-            return created
-        repo.lock(session, *locks)
+    """Create or replace the job from its ARM ``properties`` in the collection ``ref`` names, under the write
+    locks the caller holds; a new series starts at ``moment``. Returns the collection, the job and whether it
+    was created."""
     found = repo.find_collection_and_job(session, ref.subscription_id, ref.resource_group, ref.name, name)
     if found is None:
         raise NotFound("job collection", ref.name)
@@ -86,37 +74,64 @@ def put(
     if existing is not None:
         _refuse_final(existing)
         definition = keep_omitted_secrets(raw, existing.definition)
-    job = _store(session, collection, name, definition, existing, moment, True, floor, count)
+    job = _store(
+        session,
+        collection=collection,
+        name=name,
+        raw=definition,
+        existing=existing,
+        moment=moment,
+        new_series=True,
+        floor=floor,
+        job_count=count,
+    )
     return collection, job, existing is None
 
 
+def put_locking_late(
+    scope: WriteScope, ref: CollectionRef, name: str, raw: dict[str, Any], *, moment: datetime, floor: timedelta
+) -> tuple[JobCollectionRow, JobRow, bool]:
+    """As put, taking the collection's write lock through ``scope`` as late as the store allows: a new job is
+    read and validated first and inserted under it where the scope can (_create_before_locking); anything
+    else runs under it."""
+    if scope.inserts_before_locking:
+        created = _create_before_locking(scope, ref, name, raw, moment=moment, floor=floor)
+        if created is not None:
+            return created
+    scope.lock(ref)
+    return put(scope.session, ref, name, raw, moment, floor)
+
+
 def _create_before_locking(
-    session: Session,
-    ref: CollectionRef,
-    name: str,
-    raw: dict[str, Any],
-    moment: datetime,
-    floor: timedelta,
-    locks: Sequence[str],
+    scope: WriteScope, ref: CollectionRef, name: str, raw: dict[str, Any], *, moment: datetime, floor: timedelta
 ) -> tuple[JobCollectionRow, JobRow, bool] | None:
-    """A new job on PostgreSQL, holding the collection's write lock only while the database runs its INSERT
-    and the COMMIT: read and validated before the lock is taken, then inserted by one statement that checks
+    """A new job, holding the collection's write lock only while the database runs its INSERT and the end of
+    the transaction: read and validated before the lock is taken, then inserted by one statement that checks
     that what it was built from still holds (the name free, the collection unchanged, its job count under the
-    limit), sent with the lock and the COMMIT in one round trip. Jobs written into one collection queue on that
-    lock, so what runs under it bounds their rate. None when it is not a plain create, when the read led to
-    an error, or when something changed meanwhile (then nothing was written, and the transaction that read it
-    has ended): the caller then does it all under the lock, as for any other write."""
-    if not repo.takes_guarded_inserts(session):
-        return None
+    limit), sent with the lock and the COMMIT in one round trip (scope.insert_if_unchanged). Jobs written into
+    one collection queue on that lock, so what runs under it bounds their rate. None when it is not a plain
+    create, when the read led to an error, or when something changed meanwhile (then nothing was written, and
+    the transaction that read it has ended): the caller then does it all under the lock, as for any other
+    write."""
+    session = scope.session
     found = repo.find_collection_job_and_version(session, ref.subscription_id, ref.resource_group, ref.name, name)
     if found is None or found[1] is not None:
         return None
     collection, _, count, version = found
     try:
-        job, limits = _build(collection, name, raw, None, moment, True, floor, count)
+        job, limits = _build(
+            collection=collection,
+            name=name,
+            raw=raw,
+            existing=None,
+            moment=moment,
+            new_series=True,
+            floor=floor,
+            job_count=count,
+        )
     except (FieldError, Conflict, InvalidName, TooLarge):
         return None  # decided under the lock, from what is stored then
-    if not repo.insert_job_locked_and_commit(session, job, version, limits.max_jobs, locks):
+    if not scope.insert_if_unchanged(job, collection=ref, collection_version=version, max_jobs=limits.max_jobs):
         return None
     note_due(session, job.next_execution_time, None, at_once=False)
     return collection, job, True
@@ -136,7 +151,16 @@ def patch(
     # Secrets the patch does not mention are kept only for an unchanged target (keep_omitted_secrets).
     merged = keep_omitted_secrets(merge_patch(strip_secrets(job.definition), changes), job.definition)
     timing_changed = any(merged.get(k) != job.definition.get(k) for k in ("startTime", "recurrence"))
-    return _store(session, collection, job.name, merged, job, moment, timing_changed, floor)
+    return _store(
+        session,
+        collection=collection,
+        name=job.name,
+        raw=merged,
+        existing=job,
+        moment=moment,
+        new_series=timing_changed,
+        floor=floor,
+    )
 
 
 def delete(session: Session, collection: JobCollectionRow, name: str) -> None:
@@ -223,6 +247,7 @@ def check_definition(properties: JobProperties, limits: Limits, origin: datetime
 
 def _store(
     session: Session,
+    *,
     collection: JobCollectionRow,
     name: str,
     raw: dict[str, Any],
@@ -237,7 +262,16 @@ def _store(
     claimed = existing is not None and existing.lease_owner is not None
     if existing is None and job_count is None:
         job_count = repo.count_jobs(session, collection)
-    job, _ = _build(collection, name, raw, existing, moment, new_series, floor, job_count)
+    job, _ = _build(
+        collection=collection,
+        name=name,
+        raw=raw,
+        existing=existing,
+        moment=moment,
+        new_series=new_series,
+        floor=floor,
+        job_count=job_count,
+    )
     if existing is None:
         session.add(job)
     session.flush()
@@ -247,6 +281,7 @@ def _store(
 
 
 def _build(
+    *,
     collection: JobCollectionRow,
     name: str,
     raw: dict[str, Any],
