@@ -119,16 +119,7 @@ def _create_before_locking(
         return None
     collection, _, count, version = found
     try:
-        job, limits = _build(
-            collection=collection,
-            name=name,
-            raw=raw,
-            existing=None,
-            moment=moment,
-            new_series=True,
-            floor=floor,
-            job_count=count,
-        )
+        job, limits = _build(collection=collection, name=name, raw=raw, moment=moment, floor=floor, job_count=count)
     except (FieldError, Conflict, InvalidName, TooLarge):
         return None  # decided under the lock, from what is stored then
     if not scope.insert_if_unchanged(job, collection=ref, collection_version=version, max_jobs=limits.max_jobs):
@@ -285,14 +276,15 @@ def _build(
     collection: JobCollectionRow,
     name: str,
     raw: dict[str, Any],
-    existing: JobRow | None,
     moment: datetime,
-    new_series: bool,
     floor: timedelta,
-    job_count: int | None,
+    existing: JobRow | None = None,
+    new_series: bool = False,
+    job_count: int | None = None,
 ) -> tuple[JobRow, Limits]:
     """Validate ``raw`` (the job's properties) against every rule (``job_count``: the collection's jobs, for a
-    new one); the job it makes (``existing`` changed, or a new row not yet added) and the collection's limits."""
+    new one); the job it makes (``existing`` changed, its series restarted at ``moment`` if ``new_series``, or
+    a new row not yet added) and the collection's limits."""
     if existing is None:
         check_name_length("job", name)
     raw = merge_patch({}, raw)  # explicit nulls mean "omitted": never stored, never echoed
