@@ -67,7 +67,7 @@ async def patch_job(
 
     def work(session: Session) -> dict[str, Any]:
         collection = collections.get(session, ref)
-        job = jobs.patch(session, collection, job_name, patch or {}, moment, floor)
+        job = jobs.patch(session, collection, job_name, patch or {}, moment=moment, floor=floor)
         return job_to_wire(collection, job, dialect.one_job)
 
     return JSONResponse(await in_session(request, work, wake=True))

@@ -133,6 +133,7 @@ def patch(
     collection: JobCollectionRow,
     name: str,
     changes: dict[str, Any],
+    *,
     moment: datetime,
     floor: timedelta,
 ) -> JobRow:
