@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -74,18 +75,10 @@ def put(
     if existing is not None:
         _refuse_final(existing)
         definition = keep_omitted_secrets(raw, existing.definition)
-    job = _store(
-        session,
-        collection=collection,
-        name=name,
-        raw=definition,
-        existing=existing,
-        moment=moment,
-        new_series=True,
-        floor=floor,
-        job_count=count,
+    write = JobWrite(
+        collection=collection, name=name, raw=definition, moment=moment, floor=floor, existing=existing, job_count=count
     )
-    return collection, job, existing is None
+    return collection, _store(session, write), existing is None
 
 
 def put_locking_late(
@@ -119,7 +112,9 @@ def _create_before_locking(
         return None
     collection, _, count, version = found
     try:
-        job, limits = _build(collection=collection, name=name, raw=raw, moment=moment, floor=floor, job_count=count)
+        job, limits = _build(
+            JobWrite(collection=collection, name=name, raw=raw, moment=moment, floor=floor, job_count=count)
+        )
     except (FieldError, Conflict, InvalidName, TooLarge):
         return None  # decided under the lock, from what is stored then
     if not scope.insert_if_unchanged(job, collection=ref, collection_version=version, max_jobs=limits.max_jobs):
@@ -143,16 +138,16 @@ def patch(
     # Secrets the patch does not mention are kept only for an unchanged target (keep_omitted_secrets).
     merged = keep_omitted_secrets(merge_patch(strip_secrets(job.definition), changes), job.definition)
     timing_changed = any(merged.get(k) != job.definition.get(k) for k in ("startTime", "recurrence"))
-    return _store(
-        session,
+    write = JobWrite(
         collection=collection,
         name=job.name,
         raw=merged,
-        existing=job,
         moment=moment,
-        new_series=timing_changed,
         floor=floor,
+        existing=job,
+        new_series=timing_changed,
     )
+    return _store(session, write)
 
 
 def delete(session: Session, collection: JobCollectionRow, name: str) -> None:
@@ -237,33 +232,29 @@ def check_definition(properties: JobProperties, limits: Limits, origin: datetime
     check_job(properties.timing(), origin, retries, auth_paths, limits)
 
 
-def _store(
-    session: Session,
-    *,
-    collection: JobCollectionRow,
-    name: str,
-    raw: dict[str, Any],
-    existing: JobRow | None,
-    moment: datetime,
-    new_series: bool,
-    floor: timedelta,
-    job_count: int | None = None,
-) -> JobRow:
-    """Validate ``raw`` (the job's properties) against every rule and store it."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobWrite:
+    """What a job is built from: ``raw``, its properties as sent, for the job ``name`` of ``collection`` at
+    ``moment`` (``floor``: the operator's retry-interval floor)."""
+
+    collection: JobCollectionRow
+    name: str
+    raw: dict[str, Any]
+    moment: datetime
+    floor: timedelta
+    existing: JobRow | None = None  # the job replaced or patched (changed in place); None: a new one
+    new_series: bool = True  # an existing job's series restarts at ``moment`` (a new job's always starts there)
+    job_count: int | None = None  # the collection's jobs, for a new one (None: counted when stored)
+
+
+def _store(session: Session, write: JobWrite) -> JobRow:
+    """Validate the job against every rule and store it."""
+    existing = write.existing
     before = existing.next_execution_time if existing is not None else None
     claimed = existing is not None and existing.lease_owner is not None
-    if existing is None and job_count is None:
-        job_count = repo.count_jobs(session, collection)
-    job, _ = _build(
-        collection=collection,
-        name=name,
-        raw=raw,
-        existing=existing,
-        moment=moment,
-        new_series=new_series,
-        floor=floor,
-        job_count=job_count,
-    )
+    if existing is None and write.job_count is None:
+        write = replace(write, job_count=repo.count_jobs(session, write.collection))
+    job, _ = _build(write)
     if existing is None:
         session.add(job)
     session.flush()
@@ -272,32 +263,22 @@ def _store(
     return job
 
 
-def _build(
-    *,
-    collection: JobCollectionRow,
-    name: str,
-    raw: dict[str, Any],
-    moment: datetime,
-    floor: timedelta,
-    existing: JobRow | None = None,
-    new_series: bool = False,
-    job_count: int | None = None,
-) -> tuple[JobRow, Limits]:
-    """Validate ``raw`` (the job's properties) against every rule (``job_count``: the collection's jobs, for a
-    new one); the job it makes (``existing`` changed, its series restarted at ``moment`` if ``new_series``, or
-    a new row not yet added) and the collection's limits."""
+def _build(write: JobWrite) -> tuple[JobRow, Limits]:
+    """Validate ``write.raw`` against every rule; the job it makes (``existing`` changed, or a new row not yet
+    added) and the collection's limits."""
+    collection, name, moment, existing = write.collection, write.name, write.moment, write.existing
     if existing is None:
         check_name_length("job", name)
-    raw = merge_patch({}, raw)  # explicit nulls mean "omitted": never stored, never echoed
+    raw = merge_patch({}, write.raw)  # explicit nulls mean "omitted": never stored, never echoed
     raw.pop("status", None)
     size = len(json.dumps(raw, separators=(",", ":")))
     if size > MAX_DEFINITION_BYTES:
         raise TooLarge("job definition", MAX_DEFINITION_BYTES, size)
     properties = read_model(JobDefinitionIn, {"properties": raw}).properties
     use_spec_occurrence_key(raw)  # after validation, whose messages name the key the client sent
-    limits = collection_limits_of(collection, floor)
+    limits = collection_limits_of(collection, write.floor)
     if existing is None:
-        check_job_count(job_count or 0, limits)
+        check_job_count(write.job_count or 0, limits)
     check_definition(properties, limits, moment)
     _add_certificate_details(raw, properties)
     state = properties.state or JobState.Enabled
@@ -316,7 +297,7 @@ def _build(
     job.updated_at = moment
     enabling = existing is not None and existing.state == JobState.Disabled and state == JobState.Enabled
     job.state = state
-    if existing is None or new_series or enabling:
+    if existing is None or write.new_series or enabling:
         job.series_origin = moment
     job.next_execution_time = first_run(properties, job.series_origin) if state == JobState.Enabled else None
     return job, limits
