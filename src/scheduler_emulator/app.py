@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from scheduler_emulator import __version__
 from scheduler_emulator.api import clock as clock_api
 from scheduler_emulator.api import dashboard, emulator, history, job_collections, jobs
+from scheduler_emulator.api import resources as resources_api
 from scheduler_emulator.api.access import Authenticator, HostGuard
 from scheduler_emulator.api.classic.routes import ClassicRoute
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
@@ -89,6 +90,8 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
         app.include_router(job_collections.router)
         app.include_router(jobs.router)
         app.include_router(history.router)
+        for router in resources_api.routers:  # the Microsoft.Resources front door (SPEC §12)
+            app.include_router(router)
         app.router.routes.append(ClassicRoute())  # the classic 2014 surface (after ARM: it claims only its paths)
     app.include_router(emulator.router)
     app.include_router(clock_api.router)

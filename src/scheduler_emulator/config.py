@@ -16,6 +16,7 @@ LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 LogFormat = Literal["auto", "json", "text"]
 DurationFormat = Literal["auto", "echo", "iso", "timespan"]
 ClockMode = Literal["real", "virtual"]
+ForeignResources = Literal["refuse", "inert"]
 
 
 class ConfigError(ValueError):
@@ -151,6 +152,17 @@ class Settings(BaseSettings):
     )
     max_heavy_requests: int = Field(
         2, ge=1, description="Most CPU-heavy requests (recurrence previews) computed at once; 429 beyond."
+    )
+    # --- the ARM front door (SPEC §12) ---
+    strict_resource_groups: bool = Field(
+        False,
+        description="A job collection PUT into a resource group nobody created answers 404 ResourceGroupNotFound "
+        "(as ARM does) instead of creating the group implicitly.",
+    )
+    arm_foreign_resources: ForeignResources = Field(
+        "refuse",
+        description="Other providers' resources in a template: refuse the deployment at preflight, naming each "
+        "type, or keep them as inert resources (listed, answered by reference() and listKeys(), never run).",
     )
 
     @model_validator(mode="after")
@@ -322,6 +334,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--outbound-allow", metavar="CIDRS", help=describe("outbound_allow"))
     parser.add_argument("--secret-key-file", type=Path, metavar="FILE", help=describe("secret_key_file"))
     parser.add_argument("--allowed-hosts", metavar="NAMES", help=describe("allowed_hosts"))
+    parser.add_argument(
+        "--strict-resource-groups", action="store_true", default=None, help=describe("strict_resource_groups")
+    )
+    parser.add_argument(
+        "--arm-foreign-resources", choices=list(get_args(ForeignResources)), help=describe("arm_foreign_resources")
+    )
     return parser
 
 

@@ -9,12 +9,13 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
+from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_session, json_object, now, retry_floor
 from scheduler_emulator.api.jobs import collection_ref
 from scheduler_emulator.api.paging import list_body, page_of
 from scheduler_emulator.api.rendering import collection_to_wire
 from scheduler_emulator.domain.states import JobState
-from scheduler_emulator.service import collections
+from scheduler_emulator.service import collections, resource_groups
 
 router = APIRouter()
 
@@ -32,7 +33,11 @@ async def create_or_replace_collection(
     moment, floor = now(request), retry_floor(request)
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
+    strict = request.app.state.settings.strict_resource_groups
+
     def work(session: Session) -> tuple[int, dict[str, Any]]:
+        if strict and not resource_groups.exists(session, subscription_id, resource_group):
+            raise errors.resource_group_not_found(resource_group)  # SPEC §12: --strict-resource-groups
         collection, created = collections.put(session, ref, body, moment, floor)
         return (201 if created else 200), collection_to_wire(collection)
 
