@@ -86,6 +86,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.state.clock = clock or Clock()
     app.state.metrics = Metrics()
     app.state.heavy_work = HeavyWork(settings.max_heavy_requests)
+    app.state.deployment_runs = set()  # template deployments running in this process (api.resources.deployments)
     if settings.api:
         app.include_router(job_collections.router)
         app.include_router(jobs.router)

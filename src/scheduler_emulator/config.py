@@ -154,6 +154,12 @@ class Settings(BaseSettings):
         2, ge=1, description="Most CPU-heavy requests (recurrence previews) computed at once; 429 beyond."
     )
     # --- the ARM front door (SPEC §12) ---
+    arm_site_hosts: str = Field(
+        "",
+        description="SITE=HOST[:PORT] pairs, comma-separated: the host name an inert web app (Microsoft.Web/sites) "
+        "named SITE answers in reference() (default SITE.azurewebsites.net), so a template's job calling it reaches "
+        "a local stand-in.",
+    )
     strict_resource_groups: bool = Field(
         False,
         description="A job collection PUT into a resource group nobody created answers 404 ResourceGroupNotFound "
@@ -204,8 +210,14 @@ class Settings(BaseSettings):
     def _check_mappings(self) -> Settings:
         self.storage_endpoint_map  # noqa: B018 - validates the syntax at start
         self.servicebus_endpoint_map  # noqa: B018
+        self.arm_site_host_map  # noqa: B018
         self.outbound_policy  # noqa: B018
         return self
+
+    @property
+    def arm_site_host_map(self) -> dict[str, str]:
+        """--arm-site-host as {site name (lower case): host[:port]}."""
+        return {name.lower(): host for name, host in _mapping(self.arm_site_hosts, "--arm-site-host").items()}
 
     @property
     def outbound_policy(self) -> OutboundPolicy:
@@ -338,6 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--strict-resource-groups", action="store_true", default=None, help=describe("strict_resource_groups")
     )
     parser.add_argument(
+        "--arm-site-host", action="append", metavar="SITE=HOST[:PORT]", help=describe("arm_site_hosts") + " Repeatable."
+    )
+    parser.add_argument(
         "--arm-foreign-resources", choices=list(get_args(ForeignResources)), help=describe("arm_foreign_resources")
     )
     return parser
@@ -346,7 +361,11 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from_args(argv: list[str] | None = None) -> Settings:
     """Parse ``argv`` and merge it over the environment."""
     args = vars(build_parser().parse_args(argv))
-    for repeated, field in (("storage_endpoint", "storage_endpoints"), ("servicebus_endpoint", "servicebus_endpoints")):
+    for repeated, field in (
+        ("storage_endpoint", "storage_endpoints"),
+        ("servicebus_endpoint", "servicebus_endpoints"),
+        ("arm_site_host", "arm_site_hosts"),
+    ):
         values = args.pop(repeated)
         args[field] = ",".join(values) if values else None
     return load_settings(**args)
