@@ -26,6 +26,7 @@ from scheduler_emulator.templates.expressions import Call, Node
 from scheduler_emulator.templates.hashing import arm_guid, unique_string
 
 Impl = Callable[[list[Any], Scope], Any]
+MIN_INTEGER, MAX_INTEGER = -(2**63), 2**63 - 1  # ARM's integers are 64-bit
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,8 @@ def call_function(node: Call, scope: Scope) -> Any:
     result = spec.impl([evaluate(arg, scope) for arg in node.args], scope)
     if isinstance(result, str | list) and len(result) > MAX_VALUE_SIZE:
         raise TemplateError(f"The result of '{node.name}' is larger than {MAX_VALUE_SIZE} characters or items.")
+    if isinstance(result, int) and not isinstance(result, bool) and not MIN_INTEGER <= result <= MAX_INTEGER:
+        raise TemplateError(f"The result of '{node.name}' is outside the 64-bit integer range.")
     return result
 
 
