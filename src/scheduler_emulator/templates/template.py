@@ -92,6 +92,7 @@ class TemplateDeployment:
         self._parameter_values: dict[str, Any] = {}
         self._variable_values: dict[str, Any] = {}
         self._evaluating: set[str] = set()
+        self._all: list[ResourceInstance] = []  # every resource instance, once planned (reference() by name)
         self.scope = Scope(
             environment=environment,
             parameter=self.parameter,
@@ -101,8 +102,16 @@ class TemplateDeployment:
         )
         for name in self._definitions:
             self.parameter(name)
-        for name in self._variable_definitions():
-            self.variable(name)
+        for name, value in self._variable_definitions().items():
+            if name != "copy":
+                self.variable(name)
+            elif isinstance(value, list):
+                for copy in value:
+                    if not isinstance(copy, dict) or not isinstance(copy.get("name"), str) or not copy["name"]:
+                        raise TemplateError("A variable copy needs a 'name'.", "template.variables.copy")
+                    self.variable(copy["name"])
+            else:
+                raise TemplateError("The variables' 'copy' must be an array.", "template.variables.copy")
         self.resources = self._plan()
 
     # --- ResourceLookup, delegated to the current lookup -------------------------------------------------
@@ -265,14 +274,18 @@ class TemplateDeployment:
                 if candidate not in allowed:
                     shown = "a secret value" if kind in SECURE_TYPES else f"'{candidate}'"
                     raise refuse(f"{shown} is not part of the allowed values {allowed}.")
-        for rule, check in (
-            ("minValue", lambda limit: isinstance(value, int) and value < limit),
-            ("maxValue", lambda limit: isinstance(value, int) and value > limit),
-            ("minLength", lambda limit: isinstance(value, str | list) and len(value) < limit),
-            ("maxLength", lambda limit: isinstance(value, str | list) and len(value) > limit),
+        size = len(value) if isinstance(value, str | list) else None
+        number = value if isinstance(value, int) and not isinstance(value, bool) else None
+        for rule, measured, low in (
+            ("minValue", number, True),
+            ("maxValue", number, False),
+            ("minLength", size, True),
+            ("maxLength", size, False),
         ):
             limit = definition.get(rule)
-            if isinstance(limit, int) and not isinstance(limit, bool) and check(limit):
+            if measured is None or not isinstance(limit, int) or isinstance(limit, bool):
+                continue
+            if (measured < limit) if low else (measured > limit):
                 raise refuse(f"the value breaks the rule {rule} {limit}.")
         return value
 
@@ -324,10 +337,8 @@ class TemplateDeployment:
     # --- resources ---------------------------------------------------------------------------------------
 
     def _id_by_name(self, name: str) -> str | None:
-        matches = [r for r in getattr(self, "_all", []) if r.name.lower() == name.lower()]
-        if len(matches) == 1:
-            return matches[0].id
-        return None
+        matches = [r for r in self._all if r.name.lower() == name.lower()]
+        return matches[0].id if len(matches) == 1 else None
 
     def _plan(self) -> list[ResourceInstance]:
         raw = self.template.get("resources")
@@ -339,7 +350,7 @@ class TemplateDeployment:
                 "supported).",
                 "template.resources",
             )
-        self._all: list[ResourceInstance] = []
+        self._all = []
         self._loops: dict[str, list[ResourceInstance]] = {}
         self._skipped: set[str] = set()
         self._expand(raw, "template.resources", None, self.scope)
