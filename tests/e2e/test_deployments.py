@@ -392,3 +392,38 @@ def test_deployments_without_inert_mode_name_each_foreign_type(server: ServerPro
             client.deployments.begin_create_or_update("no-such-group", "d", body).result()
         assert missing_group.value.error.code == "ResourceGroupNotFound"
     gc.collect()
+
+
+def test_member_names_in_any_case_and_numbers_as_text(
+    arm: ResourceManagementClient, scheduler: SchedulerManagementClient, names: Names, emulator: ServerProcess
+) -> None:
+    job = http_job("jccase/docs2015", "http://127.0.0.1:9/x")
+    job["properties"] = {  # written as a 2015 docs template wrote it (Json.NET matched members in any case)
+        "StartTime": SOON,
+        "Action": {"Type": "Http", "Request": {"Uri": "http://127.0.0.1:9/x", "Method": "GET"}},
+        "Recurrence": {"Frequency": "Minute", "Interval": "5"},
+    }
+    deploy(arm, names, template(collection("jccase"), job))
+    got = scheduler.jobs.get(names.resource_group, "jccase", "docs2015")
+    assert (got.properties.recurrence.frequency, got.properties.recurrence.interval) == ("Minute", 5)
+    assert got.properties.action.request.uri == "http://127.0.0.1:9/x"
+    path = f"/subscriptions/{names.subscription}/resourceGroups/{names.resource_group}/providers/Microsoft.Scheduler"
+    body = {
+        "Properties": {
+            "Action": {
+                "Type": "Http",
+                "Request": {
+                    "Uri": "http://127.0.0.1:9/y",
+                    "Method": "GET",
+                    "Authentication": {"Type": "Basic", "Username": "u", "Password": "hunter2"},
+                },
+            },
+            "Recurrence": {"Frequency": "Day", "Interval": "2"},
+            "StartTime": SOON,
+        }
+    }
+    with httpx.Client(base_url=emulator.url, verify=emulator.verify) as http:
+        answer = http.put(f"{path}/jobCollections/jccase/jobs/raw", params={"api-version": "2016-03-01"}, json=body)
+    assert answer.status_code == 201, answer.text
+    assert "hunter2" not in answer.text and "Password" not in answer.text  # the secret is found in any case
+    assert answer.json()["properties"]["recurrence"]["interval"] == "2"  # echoed as sent, read as a number

@@ -22,7 +22,9 @@ from sqlalchemy.orm import Session
 from scheduler_emulator.domain.errors import Conflict, FieldError, InvalidName, NotFound, TooLarge
 from scheduler_emulator.domain.inert_resources import computed_properties, generated_keys
 from scheduler_emulator.schemas.common import first_field_error
-from scheduler_emulator.schemas.job import strip_secrets
+from scheduler_emulator.schemas.job import JobDefinitionIn, strip_secrets
+from scheduler_emulator.schemas.job_collection import JobCollectionIn
+from scheduler_emulator.schemas.member_names import canonical_names
 from scheduler_emulator.service import collections, jobs
 from scheduler_emulator.service.collections import CollectionRef
 from scheduler_emulator.service.deployments import COLLECTION_TYPE, JOB_TYPE, DeploymentRef, Policy
@@ -256,12 +258,12 @@ def _write(session: Session, context: RunContext, instance: ResourceInstance, bo
     if kind == COLLECTION_TYPE:
         ref = CollectionRef(subscription_id=subscription, resource_group=group, name=instance.name)
         repo.lock(session, f"subscription:{subscription.lower()}", _collection_lock(ref))
-        _, created = collections.put(session, ref, body, moment, context.floor)
+        _, created = collections.put(session, ref, canonical_names(body, JobCollectionIn), moment, context.floor)
         return created
     if kind == JOB_TYPE:
         collection_name, job_name = instance.name.split("/", 1)
         ref = CollectionRef(subscription_id=subscription, resource_group=group, name=collection_name)
-        properties = body.get("properties")
+        properties = canonical_names(body, JobDefinitionIn).get("properties")
         if not isinstance(properties, dict):
             raise FieldError("properties", "is required and must be a JSON object")
         repo.lock(session, _collection_lock(ref))
