@@ -427,3 +427,25 @@ def test_member_names_in_any_case_and_numbers_as_text(
     assert answer.status_code == 201, answer.text
     assert "hunter2" not in answer.text and "Password" not in answer.text  # the secret is found in any case
     assert answer.json()["properties"]["recurrence"]["interval"] == "2"  # echoed as sent, read as a number
+
+
+def test_the_split_deployments_client(emulator: ServerProcess, names: Names, arm: ResourceManagementClient) -> None:
+    """azure-mgmt-resource-deployments 2.0.0 (api-version 2026-06-01): the same surface for the newer client."""
+    from azure.mgmt.resource.deployments import DeploymentsMgmtClient
+
+    with DeploymentsMgmtClient(
+        FakeCredential(),
+        names.subscription,
+        base_url=emulator.url,
+        connection_verify=str(emulator.cert_path),
+        retry_total=0,
+    ) as client:
+        body = {"properties": {"mode": "Incremental", "template": template(collection("jcsplit"))}}
+        result = client.deployments.begin_create_or_update(names.resource_group, "split", body).result()
+        assert result.properties.provisioning_state == "Succeeded"
+        assert client.deployments.check_existence(names.resource_group, "split") is True
+        operations = list(client.deployment_operations.list(names.resource_group, "split"))
+        assert [op.properties.target_resource.resource_name for op in operations] == ["jcsplit"]
+        client.deployments.begin_delete(names.resource_group, "split").result()
+        assert client.deployments.check_existence(names.resource_group, "split") is False
+    gc.collect()
