@@ -93,6 +93,24 @@ def list_all(session: Session, subscription: str) -> list[ResourceGroup]:
     return groups
 
 
+def every_group(session: Session, limit: int = 200) -> list[ResourceGroup]:
+    """Groups of every subscription, explicit ones first then implicit ones (for the dashboard)."""
+    groups = [_from_row(row) for row in store.all_groups(session, limit)]
+    known = {(group.subscription_id.lower(), group.name.lower()) for group in groups}
+    for subscription, name, location in store.implicit_groups_everywhere(session, limit):
+        if (subscription.lower(), name.lower()) not in known and len(groups) < limit:
+            groups.append(
+                ResourceGroup(
+                    subscription_id=subscription,
+                    name=name,
+                    location=short_location(location),
+                    tags=None,
+                    explicit=False,
+                )
+            )
+    return groups
+
+
 def put(
     session: Session, subscription: str, name: str, body: dict[str, Any], moment: datetime
 ) -> tuple[ResourceGroup, bool]:

@@ -52,6 +52,17 @@ def implicit_groups(session: Session, subscription: str, name: str | None = None
     return list(seen.values())
 
 
+def implicit_groups_everywhere(session: Session, limit: int) -> list[tuple[str, str, str]]:
+    """(subscription, group, location) of each group holding a collection, in every subscription."""
+    seen: dict[tuple[str, str], tuple[str, str, str]] = {}
+    query = select(JobCollectionRow.subscription_id, JobCollectionRow.resource_group, JobCollectionRow.location)
+    for subscription, group, location in session.execute(query.order_by(JobCollectionRow.id)):
+        seen.setdefault((subscription.lower(), group.lower()), (subscription, group, location))
+        if len(seen) >= limit:
+            break
+    return list(seen.values())
+
+
 def collections_in_group(session: Session, subscription: str, group: str) -> list[JobCollectionRow]:
     return list(
         session.scalars(
