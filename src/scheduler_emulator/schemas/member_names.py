@@ -12,18 +12,17 @@ from pydantic import AliasChoices, BaseModel
 
 
 @cache
-def _members(model: type[BaseModel]) -> dict[str, tuple[str, tuple[type[BaseModel], ...]]]:
-    """lower-case wire name → (the model's spelling, the models its value may hold)."""
-    members: dict[str, tuple[str, tuple[type[BaseModel], ...]]] = {}
+def _members(model: type[BaseModel]) -> dict[str, tuple[str, frozenset[str], tuple[type[BaseModel], ...]]]:
+    """lower-case wire name → (the model's spelling, every spelling it accepts as is, the models its value may
+    hold)."""
+    members: dict[str, tuple[str, frozenset[str], tuple[type[BaseModel], ...]]] = {}
     for name, info in model.model_fields.items():
-        nested = tuple(_models_in(info.annotation))
         spellings = [info.alias or name]
         if isinstance(info.validation_alias, AliasChoices):
             spellings += [c for c in info.validation_alias.choices if isinstance(c, str)]
+        entry = (spellings[0], frozenset(spellings), tuple(_models_in(info.annotation)))
         for spelling in spellings:
-            members.setdefault(spelling.lower(), (spellings[0], nested))
-            if spelling != spellings[0]:
-                members[spelling.lower()] = (spelling, nested)
+            members.setdefault(spelling.lower(), entry)
     return members
 
 
@@ -53,7 +52,8 @@ def canonical_names(value: Any, model: type[BaseModel]) -> Any:
         if known is None:
             result.setdefault(key, item)
             continue
-        spelling, nested = known
+        primary, accepted, nested = known
+        spelling = key if key in accepted else primary  # a spelling the model reads as is stays
         if spelling in result and key != spelling:
             continue  # the exact spelling was sent too: it wins
         for submodel in nested:
