@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -43,6 +44,13 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(100_000, 50, 100)
 
 
+async def stop_deployment_runs(runs: set[asyncio.Task[None]]) -> None:
+    """Stop the template deployments still running here; each records that the emulator stopped it."""
+    for task in list(runs):
+        task.cancel()
+    await asyncio.gather(*runs, return_exceptions=True)
+
+
 def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     """The service: ARM routes behind the ARM pipeline, over the store ``settings`` name."""
 
@@ -71,6 +79,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
             if dispatcher is not None:
                 await dispatcher.stop(settings.shutdown_grace)
                 await actions.close()
+            await stop_deployment_runs(app.state.deployment_runs)
             database.dispose()
             app.state.heavy_work.close()
 
@@ -86,7 +95,8 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.state.clock = clock or Clock()
     app.state.metrics = Metrics()
     app.state.heavy_work = HeavyWork(settings.max_heavy_requests)
-    app.state.deployment_runs = set()  # template deployments running in this process (api.resources.deployments)
+    deployment_runs: set[asyncio.Task[None]] = set()  # template deployments running here (api.resources.deployments)
+    app.state.deployment_runs = deployment_runs
     if settings.api:
         app.include_router(job_collections.router)
         app.include_router(jobs.router)

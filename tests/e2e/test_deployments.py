@@ -449,3 +449,26 @@ def test_the_split_deployments_client(emulator: ServerProcess, names: Names, arm
         client.deployments.begin_delete(names.resource_group, "split").result()
         assert client.deployments.check_existence(names.resource_group, "split") is False
     gc.collect()
+
+
+def test_cancel_stops_a_running_deployment_between_resources(
+    arm: ResourceManagementClient, scheduler: SchedulerManagementClient, names: Names
+) -> None:
+    # 799 jobs are written one transaction each (seconds); the cancel arrives within milliseconds of the PUT.
+    premium = collection("jcbig")
+    premium["properties"] = {"sku": {"name": "P20Premium"}}
+    loop = {
+        **http_job("[concat('jcbig/j', copyIndex())]", "http://127.0.0.1:9/x"),
+        "copy": {"name": "many", "count": 799},
+        "dependsOn": ["jcbig"],
+    }
+    body = {"properties": {"mode": "Incremental", "template": template(premium, loop)}}
+    poller = arm.deployments.begin_create_or_update(names.resource_group, "big", body)
+    arm.deployments.cancel(names.resource_group, "big")
+    with pytest.raises(HttpResponseError):
+        poller.result()
+    got = arm.deployments.get(names.resource_group, "big")
+    assert got.properties.provisioning_state == "Canceled"
+    deployed = len(list(arm.deployment_operations.list(names.resource_group, "big")))
+    assert deployed < 800
+    assert len(list(scheduler.jobs.list(names.resource_group, "jcbig"))) == max(deployed - 1, 0)

@@ -185,6 +185,18 @@ async def run(context: RunContext, ref: DeploymentRef, deployment: TemplateDeplo
                 await asyncio.to_thread(_set_state, context, operation_id, "Failed", error)
                 return
         await asyncio.to_thread(_finish, context, ref, operation_id, deployment)
+    except asyncio.CancelledError:
+        # The emulator is stopping: record it (a blocking write, the loop is going away), then let the task end.
+        _set_state(
+            context,
+            operation_id,
+            "Failed",
+            {
+                "code": "DeploymentInterrupted",
+                "message": "The emulator stopped while this deployment ran; deploy it again.",
+            },
+        )
+        raise
     except Exception:
         log.exception("deployment %s/%s stopped on an unexpected error", ref.resource_group, ref.name)
         error = {"code": "InternalServerError", "message": "The deployment stopped on an internal error; see the log."}
