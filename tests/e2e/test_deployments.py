@@ -472,3 +472,29 @@ def test_cancel_stops_a_running_deployment_between_resources(
     deployed = len(list(arm.deployment_operations.list(names.resource_group, "big")))
     assert deployed < 800
     assert len(list(scheduler.jobs.list(names.resource_group, "jcbig"))) == max(deployed - 1, 0)
+
+
+def test_template_and_parameters_links_are_fetched_through_the_outbound_policy(
+    arm: ResourceManagementClient, scheduler: SchedulerManagementClient, names: Names, target: TargetServer
+) -> None:
+    linked = template(collection("[parameters('jc')]"), parameters={"jc": {"type": "string"}})
+    target.respond("/templates/azuredeploy.json", 200, json.dumps(linked).encode())
+    target.respond(
+        "/templates/azuredeploy.parameters.json",
+        200,
+        b'{"$schema": "x", "contentVersion": "1.0.0.0", "parameters": {"jc": {"value": "jclinked"}}}',
+    )
+    body = {
+        "properties": {
+            "mode": "Incremental",
+            "templateLink": {"uri": target.url("/templates/azuredeploy.json")},
+            "parametersLink": {"uri": target.url("/templates/azuredeploy.parameters.json")},
+        }
+    }
+    result = arm.deployments.begin_create_or_update(names.resource_group, "linked", body).result()
+    assert result.properties.provisioning_state == "Succeeded"
+    assert scheduler.job_collections.get(names.resource_group, "jclinked").name == "jclinked"
+    body["properties"]["templateLink"] = {"uri": "http://169.254.169.254/metadata/template.json"}
+    with pytest.raises(HttpResponseError) as blocked:
+        arm.deployments.begin_create_or_update(names.resource_group, "linked2", body).result()
+    assert blocked.value.error.code == "InvalidContentLink" and "outbound policy" in blocked.value.error.message

@@ -75,13 +75,6 @@ def read_request(body: dict[str, Any]) -> tuple[dict[str, Any], Any, str]:
         raise DeploymentRefused(
             "InvalidDeploymentMode", "properties.mode must be Incremental or Complete.", "properties.mode"
         )
-    if "templateLink" in properties or "parametersLink" in properties:
-        raise DeploymentRefused(
-            "InvalidTemplate",
-            "templateLink and parametersLink are not supported by this emulator: send the template and its "
-            "parameters inline (as 'az deployment group create --template-file' does).",
-            "properties.templateLink",
-        )
     if "onErrorDeployment" in properties:
         raise DeploymentRefused(
             "InvalidTemplate", "onErrorDeployment is not supported by this emulator.", "properties.onErrorDeployment"

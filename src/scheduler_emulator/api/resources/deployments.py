@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_session, now, parse_json_object, read_body, retry_floor, wake_dispatcher
+from scheduler_emulator.api.resources.links import with_linked_content
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.service import deployment_run, deployments
 from scheduler_emulator.service.deployments import DeploymentRef, DeploymentRefused, Policy
@@ -45,11 +46,12 @@ def _policy(request: Request) -> Policy:
 
 
 async def _lenient_body(request: Request) -> dict[str, Any]:
-    """The body as az sends it: JSON with comments and an unquoted ``template`` key (these endpoints only)."""
+    """The body as az sends it: JSON with comments and an unquoted ``template`` key (these endpoints only),
+    its template and parameters links fetched."""
     raw = await read_body(request)
     try:
         text = raw.decode("utf-8")
-        return parse_json_object(to_strict_json(text).encode("utf-8"))
+        return await with_linked_content(request, parse_json_object(to_strict_json(text).encode("utf-8")))
     except UnicodeDecodeError:
         raise errors.invalid_request_content("the body is not UTF-8") from None
     except UnclosedComment as exc:
