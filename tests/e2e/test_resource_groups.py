@@ -60,9 +60,14 @@ def test_group_lifecycle_through_the_sdk(arm: ResourceManagementClient, names: N
     with pytest.raises(HttpResponseError) as moved:
         arm.resource_groups.create_or_update(rg, {"location": "eastus"})
     assert moved.value.status_code == 400
-    with pytest.raises(ResourceNotFoundError) as missing:
-        arm.resource_groups.get("nowhere")
-    assert missing.value.error.code == "ResourceGroupNotFound"
+    for missing_call in (
+        lambda: arm.resource_groups.get("nowhere"),
+        lambda: arm.resource_groups.update("nowhere", {"tags": {}}),
+        lambda: arm.resource_groups.begin_delete("nowhere").result(),
+    ):
+        with pytest.raises(ResourceNotFoundError) as missing:
+            missing_call()
+        assert missing.value.error.code == "ResourceGroupNotFound"
 
 
 def test_implicit_group_appears_and_delete_removes_everything(

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_session, now, parse_json_object, read_body, retry_floor, wake_dispatcher
+from scheduler_emulator.api.resources.groups import in_group_session
 from scheduler_emulator.api.resources.links import with_linked_content
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.service import deployment_run, deployments
@@ -164,7 +165,7 @@ async def create_or_update_deployment(
         )
         return row, created, planned
 
-    row, created, planned = await _in_group(request, work)
+    row, created, planned = await in_group_session(request, work)
     context = deployment_run.RunContext(
         database=request.app.state.database,
         now=lambda: now(request),
@@ -178,16 +179,6 @@ async def create_or_update_deployment(
     task.add_done_callback(runs.discard)
     headers = {"Azure-AsyncOperation": _status_url(request, row), "Retry-After": RETRY_AFTER}
     return JSONResponse(deployment_to_wire(row), status_code=201 if created else 200, headers=headers)
-
-
-async def _in_group(request: Request, work: Any) -> Any:
-    """in_session, answering ResourceGroupNotFound (not ResourceNotFound) for a missing group."""
-    try:
-        return await in_session(request, work)
-    except errors.ArmError as exc:
-        if exc.code == "ResourceNotFound" and "resource group" in exc.message:
-            raise errors.resource_group_not_found(request.path_params["resource_group"]) from None
-        raise
 
 
 @router.get(DEPLOYMENT)
@@ -278,7 +269,7 @@ async def validate_deployment(
         except DeploymentRefused as exc:
             raise _refused(exc) from None
 
-    result = await _in_group(request, work)
+    result = await in_group_session(request, work)
     return JSONResponse(
         {
             "id": f"/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers/"

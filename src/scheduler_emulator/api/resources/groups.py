@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -18,6 +19,7 @@ from scheduler_emulator.service.resource_groups import GroupResource, ResourceGr
 from scheduler_emulator.store import resources as store
 
 router = APIRouter()
+T = TypeVar("T")
 
 GROUPS = "/subscriptions/{subscription_id}/resourceGroups"
 GROUP = GROUPS + "/{resource_group}"
@@ -63,7 +65,7 @@ async def create_or_update_group(request: Request, subscription_id: str, resourc
 async def update_group(request: Request, subscription_id: str, resource_group: str) -> Response:
     body = await json_object(request)
     moment = now(request)
-    group = await in_session(
+    group = await in_group_session(
         request, lambda session: resource_groups.patch(session, subscription_id, resource_group, body, moment)
     )
     return JSONResponse(group_to_wire(group))
@@ -134,6 +136,16 @@ async def list_subscription_resources(request: Request, subscription_id: str) ->
     group = terms.pop("resourcegroup", None)
     found = await in_session(request, lambda session: resource_groups.resources_in(session, subscription_id, group))
     return JSONResponse({"value": [resource_to_wire(r) for r in _apply(found, terms)]})
+
+
+async def in_group_session(request: Request, work: Callable[[Session], T], wake: bool = False) -> T:
+    """in_session, answering ResourceGroupNotFound (as ARM) rather than ResourceNotFound for a missing group."""
+    try:
+        return await in_session(request, work, wake)
+    except errors.ArmError as exc:
+        if exc.code == "ResourceNotFound" and f"{resource_groups.GROUP_KIND} '" in exc.message:
+            raise errors.resource_group_not_found(request.path_params["resource_group"]) from None
+        raise
 
 
 def _get(session: Session, subscription_id: str, resource_group: str) -> ResourceGroup:
