@@ -67,6 +67,7 @@ def upgrade() -> None:
             sa.Column("outputs", sa.JSON(), nullable=True),
             sa.Column("output_resources", sa.JSON(), nullable=True),
             sa.Column("error", sa.JSON(), nullable=True),
+            sa.Column("on_error", sa.JSON(), nullable=True),
             sa.Column("cancel_requested", sa.Boolean(), nullable=False),
             sa.Column("started_at", When, nullable=False),
             sa.Column("updated_at", When, nullable=False),

@@ -18,7 +18,7 @@ from azure.core.credentials import AccessToken
 from azure.core.exceptions import HttpResponseError
 from azure.mgmt.resource import ResourceManagementClient
 from azure.mgmt.scheduler import SchedulerManagementClient
-from conftest import EmulatorPool, Names, ServerProcess, fresh_database
+from conftest import EmulatorPool, Names, ServerProcess, fresh_database, wait_until
 from support.sdk import resource_sdk, scheduler_sdk
 from target_server import TargetServer
 
@@ -498,3 +498,38 @@ def test_template_and_parameters_links_are_fetched_through_the_outbound_policy(
     with pytest.raises(HttpResponseError) as blocked:
         arm.deployments.begin_create_or_update(names.resource_group, "linked2", body).result()
     assert blocked.value.error.code == "InvalidContentLink" and "outbound policy" in blocked.value.error.message
+
+
+def test_on_error_deployment_redeploys_the_last_successful_one(
+    arm: ResourceManagementClient, scheduler: SchedulerManagementClient, names: Names
+) -> None:
+    good = template(collection("[parameters('jc')]"), parameters={"jc": {"type": "string"}})
+    deploy(arm, names, good, {"jc": "jcgood"}, name="good")
+    scheduler.job_collections.begin_delete(names.resource_group, "jcgood").result()
+    bad = http_job("jcgood2/broken", "http://127.0.0.1:9/x")
+    bad["properties"]["recurrence"] = {"frequency": "Day", "interval": -1}
+    body = {
+        "properties": {
+            "mode": "Incremental",
+            "template": template(collection("jcgood2"), bad),
+            "onErrorDeployment": {"type": "LastSuccessful"},
+        }
+    }
+    with pytest.raises(HttpResponseError):
+        arm.deployments.begin_create_or_update(names.resource_group, "bad", body).result()
+
+    def redeployed() -> Any:
+        got = arm.deployments.get(names.resource_group, "bad").properties.on_error_deployment
+        return got if got.provisioning_state in ("Succeeded", "Failed") else None
+
+    outcome = wait_until(redeployed, timeout=30, what="the on-error redeployment to end")
+    assert (outcome.type, outcome.deployment_name, outcome.provisioning_state) == (
+        "LastSuccessful",
+        "good",
+        "Succeeded",
+    )
+    assert scheduler.job_collections.get(names.resource_group, "jcgood").name == "jcgood"  # deployed again
+    with pytest.raises(HttpResponseError) as nothing_to_redeploy:
+        body["properties"]["onErrorDeployment"] = {"type": "SpecificDeployment", "deploymentName": "missing"}
+        arm.deployments.begin_create_or_update(names.resource_group, "bad2", body).result()
+    assert nothing_to_redeploy.value.error.code == "InvalidOnErrorDeployment"

@@ -25,7 +25,7 @@ from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.schemas.job import JobDefinitionIn, strip_secrets
 from scheduler_emulator.schemas.job_collection import JobCollectionIn
 from scheduler_emulator.schemas.member_names import canonical_names
-from scheduler_emulator.service import collections, jobs
+from scheduler_emulator.service import collections, deployments, jobs
 from scheduler_emulator.service.collections import CollectionRef
 from scheduler_emulator.service.deployments import COLLECTION_TYPE, JOB_TYPE, DeploymentRef, Policy
 from scheduler_emulator.store import repository as repo
@@ -183,6 +183,7 @@ async def run(context: RunContext, ref: DeploymentRef, deployment: TemplateDeplo
                     "details": [failure.error()],
                 }
                 await asyncio.to_thread(_set_state, context, operation_id, "Failed", error)
+                await _redeploy_on_error(context, ref, operation_id)
                 return
         await asyncio.to_thread(_finish, context, ref, operation_id, deployment)
     except asyncio.CancelledError:
@@ -201,6 +202,51 @@ async def run(context: RunContext, ref: DeploymentRef, deployment: TemplateDeplo
         log.exception("deployment %s/%s stopped on an unexpected error", ref.resource_group, ref.name)
         error = {"code": "InternalServerError", "message": "The deployment stopped on an internal error; see the log."}
         await asyncio.to_thread(_set_state, context, operation_id, "Failed", error)
+
+
+async def _redeploy_on_error(context: RunContext, ref: DeploymentRef, operation_id: str) -> None:
+    """onErrorDeployment: run the deployment it names again (as itself), and note how that went."""
+    prepared = await asyncio.to_thread(_prepare_redeployment, context, ref, operation_id)
+    if prepared is None:
+        return
+    target, planned, target_operation = prepared
+    await run(context, target, planned, target_operation)
+    await asyncio.to_thread(_note_redeployed, context, operation_id, target_operation)
+
+
+def _note_redeployed(context: RunContext, operation_id: str, target_operation: str) -> None:
+    with context.database.session() as session:
+        redeployed = store.deployment_by_operation(session, target_operation)
+        row = _current(session, operation_id)
+        if row is not None and row.on_error is not None:
+            row.on_error = {**row.on_error, "provisioningState": redeployed.state if redeployed else "Failed"}
+
+
+def _prepare_redeployment(
+    context: RunContext, ref: DeploymentRef, operation_id: str
+) -> tuple[DeploymentRef, TemplateDeployment, str] | None:
+    with context.database.session() as session:
+        row = _current(session, operation_id)
+        if row is None or row.on_error is None:
+            return None
+        target = DeploymentRef(
+            subscription_id=ref.subscription_id, resource_group=ref.resource_group, name=row.on_error["deploymentName"]
+        )
+        moment = context.now()
+        try:
+            planned, mode = deployments.redeployment(session, target, context.policy, moment)
+            redeployed, _ = deployments.begin(
+                session, target, planned, mode=mode, correlation_id=row.correlation_id, moment=moment
+            )
+        except (deployments.DeploymentRefused, Conflict, NotFound) as exc:
+            row.on_error = {
+                **row.on_error,
+                "provisioningState": "Failed",
+                "error": {"code": "OnErrorDeploymentFailed", "message": getattr(exc, "message", str(exc))},
+            }
+            return None
+        row.on_error = {**row.on_error, "provisioningState": "Running"}
+        return target, planned, redeployed.operation_id
 
 
 def _current(session: Session, operation_id: str) -> DeploymentRow | None:

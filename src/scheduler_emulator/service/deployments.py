@@ -75,10 +75,6 @@ def read_request(body: dict[str, Any]) -> tuple[dict[str, Any], Any, str]:
         raise DeploymentRefused(
             "InvalidDeploymentMode", "properties.mode must be Incremental or Complete.", "properties.mode"
         )
-    if "onErrorDeployment" in properties:
-        raise DeploymentRefused(
-            "InvalidTemplate", "onErrorDeployment is not supported by this emulator.", "properties.onErrorDeployment"
-        )
     template = properties.get("template")
     if not isinstance(template, dict):
         raise DeploymentRefused("InvalidTemplate", "properties.template must be a JSON object.", "properties.template")
@@ -121,6 +117,54 @@ def environment(
 
 def template_hash(template: dict[str, Any]) -> str:
     return str(int(hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:15], 16))
+
+
+def on_error_target(session: Session, ref: DeploymentRef, body: dict[str, Any]) -> dict[str, Any] | None:
+    """``onErrorDeployment`` resolved: ``{type, deploymentName}`` of the Succeeded deployment to redeploy if
+    this one fails (LastSuccessful: the group's latest); DeploymentRefused when there is none."""
+    properties = body.get("properties") or {}
+    raw = properties.get("onErrorDeployment") if isinstance(properties, dict) else None
+    if raw is None:
+        return None
+    target = "properties.onErrorDeployment"
+    kind = raw.get("type", "LastSuccessful") if isinstance(raw, dict) else None
+    if not isinstance(kind, str) or kind.lower() not in ("lastsuccessful", "specificdeployment"):
+        raise DeploymentRefused(
+            "InvalidOnErrorDeployment",
+            "onErrorDeployment.type is LastSuccessful or SpecificDeployment.",
+            f"{target}.type",
+        )
+    succeeded = [
+        row
+        for row in store.deployments_of(session, ref.subscription_id, ref.resource_group)
+        if row.state == "Succeeded" and row.name_key != ref.name.lower()
+    ]
+    if kind.lower() == "specificdeployment":
+        name = raw.get("deploymentName")
+        chosen = [row for row in succeeded if isinstance(name, str) and row.name_key == name.lower()]
+        kind = "SpecificDeployment"
+    else:
+        chosen = sorted(succeeded, key=lambda row: row.updated_at)[-1:]
+        kind = "LastSuccessful"
+    if not chosen:
+        raise DeploymentRefused(
+            "InvalidOnErrorDeployment",
+            "onErrorDeployment names no succeeded deployment of this resource group to redeploy.",
+            target,
+        )
+    return {"type": kind, "deploymentName": chosen[0].name}
+
+
+def redeployment(
+    session: Session, ref: DeploymentRef, policy: Policy, moment: datetime
+) -> tuple[TemplateDeployment, str]:
+    """A stored deployment prepared to run again from its template and parameters (onErrorDeployment).
+    Secure parameter values are never stored: a template that needs one without a default cannot be redeployed
+    (DeploymentRefused)."""
+    row = get(session, ref)
+    parameters = {name: {"value": shown["value"]} for name, shown in row.parameters.items() if "value" in shown}
+    body = {"properties": {"mode": row.mode, "template": row.template, "parameters": parameters}}
+    return preflight(session, ref, body, policy, moment)
 
 
 def preflight(
@@ -185,6 +229,7 @@ def begin(
     mode: str,
     correlation_id: str,
     moment: datetime,
+    on_error: dict[str, Any] | None = None,
 ) -> tuple[DeploymentRow, bool]:
     """Record the deployment as Accepted (a new run of an existing one replaces its outcome and operations);
     returns it and whether it was created. Conflict while a run of the same name is active."""
@@ -221,6 +266,7 @@ def begin(
     row.outputs = None
     row.output_resources = None
     row.error = None
+    row.on_error = on_error
     row.cancel_requested = False
     row.started_at = moment
     row.updated_at = moment

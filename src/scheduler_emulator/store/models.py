@@ -316,6 +316,8 @@ class DeploymentRow(Base):
     outputs: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     output_resources: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # onErrorDeployment: {type, deploymentName} resolved at preflight, plus provisioningState once it ran.
+    on_error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     cancel_requested: Mapped[bool] = mapped_column(default=False)
     started_at: Mapped[datetime]
     updated_at: Mapped[datetime]

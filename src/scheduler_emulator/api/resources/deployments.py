@@ -103,6 +103,8 @@ def deployment_to_wire(row: DeploymentRow) -> dict[str, Any]:
         properties["outputResources"] = row.output_resources["value"]
     if row.error is not None:
         properties["error"] = row.error
+    if row.on_error is not None:
+        properties["onErrorDeployment"] = row.on_error
     return {
         "id": f"/subscriptions/{row.subscription_id}/resourceGroups/{row.resource_group}/providers/"
         f"{DEPLOYMENT_TYPE}/{row.name}",
@@ -158,10 +160,11 @@ async def create_or_update_deployment(
     def work(session: Session) -> tuple[DeploymentRow, bool, Any]:
         try:
             planned, mode = deployments.preflight(session, ref, body, policy, moment)
+            on_error = deployments.on_error_target(session, ref, body)
         except DeploymentRefused as exc:
             raise _refused(exc) from None
         row, created = deployments.begin(
-            session, ref, planned, mode=mode, correlation_id=correlation[:64], moment=moment
+            session, ref, planned, mode=mode, correlation_id=correlation[:64], moment=moment, on_error=on_error
         )
         return row, created, planned
 
