@@ -267,8 +267,15 @@ def test_copy_index() -> None:
         ("[equals('a')]", "takes 2 argument"),
         ("[json('{')]", "cannot parse"),
         ("[range(1, 100000)]", "count from 0 to 10000"),
+        ("[dateTimeAdd('2020-01-01T00:00:00Z', 'P99999999999999D')]", "years 1 to 9999"),
+        ("[dateTimeAdd('2020-01-01T00:00:00Z', 'P99999Y')]", "years 1 to 9999"),
     ],
 )
 def test_errors_name_the_problem(expression: str, message: str) -> None:
     with pytest.raises(TemplateError, match=message):
         run(expression)
+
+
+def test_format_widths_beyond_dotnets_are_not_honoured() -> None:
+    assert run("[format('{0:D99999999}', 5)]") == "5"  # .NET takes 0..99: no giant strings
+    assert run("[format('{0:D3}|{1:X}|{1:x2}', 7, 255)]") == "007|FF|ff"

@@ -534,7 +534,7 @@ def _format_one(value: Any, spec: str | None) -> str:
     if not spec or not isinstance(value, int | float) or isinstance(value, bool):
         return to_text(value)
     kind, digits = spec[0].upper(), spec[1:]
-    places = int(digits) if digits.isdigit() else None
+    places = int(digits) if digits.isdigit() and len(digits) <= 2 else None  # .NET allows 0..99
     if kind == "N":
         return f"{value:,.{2 if places is None else places}f}"
     if kind == "D" and isinstance(value, int):
@@ -923,14 +923,14 @@ def _date_time_add(args: list[Any], scope: Scope) -> Any:
             f"The template function 'dateTimeAdd' cannot read '{args[1][:40]}' as an ISO 8601 duration."
         )
     parts = {k: float(v) if k == "seconds" else int(v) for k, v in match.groupdict().items() if v and k != "sign"}
-    delta = relativedelta(years=parts.get("years", 0), months=parts.get("months", 0)) + timedelta(
-        weeks=parts.get("weeks", 0),
-        days=parts.get("days", 0),
-        hours=parts.get("hours", 0),
-        minutes=parts.get("minutes", 0),
-        seconds=parts.get("seconds", 0),
-    )
     try:
+        delta = relativedelta(years=parts.get("years", 0), months=parts.get("months", 0)) + timedelta(
+            weeks=parts.get("weeks", 0),
+            days=parts.get("days", 0),
+            hours=parts.get("hours", 0),
+            minutes=parts.get("minutes", 0),
+            seconds=parts.get("seconds", 0),
+        )
         moment = base - delta if match.group("sign") else base + delta
     except (OverflowError, ValueError):
         raise TemplateError("The template function 'dateTimeAdd' went beyond the years 1 to 9999.") from None
