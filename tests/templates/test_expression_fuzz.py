@@ -49,7 +49,22 @@ SCOPE = Scope(environment=ENV, parameter=_lookup, variable=_lookup, lookup=Defer
 literals = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70).map(str),
     st.text(max_size=12).map(lambda t: "'" + t.replace("'", "''") + "'"),
-    st.sampled_from(["'s'", "'n'", "'a'", "'o'", "'z'", "'P1D'", "'2020-01-01T00:00:00Z'", "'{0}{1}'", "'[1,2]'"]),
+    st.sampled_from(
+        [
+            "'s'",
+            "'n'",
+            "'a'",
+            "'o'",
+            "'z'",
+            "'P1D'",
+            "'2020-01-01T00:00:00Z'",
+            "'{0}{1}'",
+            "'[1,2]'",
+            "'{0:N99}'",
+            "'P99999999999999D'",
+            "'-P1Y'",
+        ]
+    ),
 )
 
 
