@@ -146,3 +146,37 @@ def test_outputs_copy_and_secure() -> None:
         "list": {"type": "Array", "value": ["n0", "n1"]},
         "secret": {"type": "SecureString"},
     }
+
+
+def test_expansion_is_bounded() -> None:
+    nested = {
+        "copy": [
+            {
+                "name": "a",
+                "count": 800,
+                "input": {
+                    "copy": [
+                        {
+                            "name": "b",
+                            "count": 800,
+                            "input": {"copy": [{"name": "c", "count": 800, "input": "[copyIndex('c')]"}]},
+                        }
+                    ]
+                },
+            }
+        ]
+    }
+    with pytest.raises(TemplateError, match="more than 200000 values"):
+        plan({"variables": {"big": nested}})
+    children = [
+        {
+            "type": JC,
+            "name": "[concat('p', copyIndex())]",
+            "copy": {"name": "p", "count": 800},
+            "resources": [
+                {"type": "jobs", "name": "[concat('c', copyIndex('k'))]", "copy": {"name": "k", "count": 800}}
+            ],
+        }
+    ]
+    with pytest.raises(TemplateError, match="more than 800 resources"):
+        plan({"resources": children})

@@ -168,6 +168,7 @@ def _properties(generic: GenericResourceRow, policy: Policy) -> dict[str, Any]:
 
 async def run(context: RunContext, ref: DeploymentRef, deployment: TemplateDeployment, operation_id: str) -> None:
     """Run the deployment whose current run is ``operation_id`` to its end (Succeeded, Failed or Canceled)."""
+    deployment.fresh_budget()
     try:
         await asyncio.to_thread(_set_state, context, operation_id, "Running", None)
         for instance in deployment.resources:

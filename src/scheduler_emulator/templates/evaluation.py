@@ -12,6 +12,7 @@ from scheduler_emulator.templates.errors import TemplateError
 from scheduler_emulator.templates.expressions import Call, Index, Literal, Member, Node, parse_string
 
 MAX_VALUE_SIZE = 4 * 1024 * 1024  # characters a computed string or array may reach (range(), padLeft()...)
+MAX_EVALUATED_VALUES = 200_000  # JSON values one deployment pass may evaluate (1-2 s of work)
 
 
 class ResourceLookup(Protocol):
@@ -51,6 +52,9 @@ class Scope:
     copy_indexes: dict[str, int] = field(default_factory=dict)
     innermost_loop: str | None = None
     in_parameter_default: bool = False
+    # Values left to evaluate, shared by every scope derived from this one: nested copy loops multiply, and a
+    # 64 KB body must not buy minutes of work.
+    budget: list[int] = field(default_factory=lambda: [MAX_EVALUATED_VALUES])
 
     def with_copy(self, name: str, index: int, *, resource_loop: bool = False) -> Scope:
         indexes = {**self.copy_indexes, name: index}
@@ -65,6 +69,7 @@ class Scope:
             copy_indexes=indexes,
             innermost_loop=name,
             in_parameter_default=self.in_parameter_default,
+            budget=self.budget,
         )
 
 
@@ -135,6 +140,9 @@ def type_name(value: Any) -> str:
 def evaluate_value(value: Any, scope: Scope, path: str) -> Any:
     """A JSON value with every expression string in it evaluated and every property ``copy`` expanded;
     errors name ``path``."""
+    scope.budget[0] -= 1
+    if scope.budget[0] < 0:
+        raise TemplateError(f"The template expands to more than {MAX_EVALUATED_VALUES} values.", path)
     if isinstance(value, str):
         try:
             return evaluate(parse_string(value), scope)

@@ -10,6 +10,7 @@ from typing import Any
 
 from scheduler_emulator.templates.errors import TemplateError
 from scheduler_emulator.templates.evaluation import (
+    MAX_EVALUATED_VALUES,
     Environment,
     ResourceLookup,
     Scope,
@@ -113,6 +114,11 @@ class TemplateDeployment:
             else:
                 raise TemplateError("The variables' 'copy' must be an array.", "template.variables.copy")
         self.resources = self._plan()
+
+    def fresh_budget(self) -> None:
+        """A new allowance of values to evaluate (MAX_EVALUATED_VALUES) for the next pass: the run after the
+        preflight."""
+        self.scope.budget[0] = MAX_EVALUATED_VALUES
 
     # --- ResourceLookup, delegated to the current lookup -------------------------------------------------
 
@@ -221,6 +227,7 @@ class TemplateDeployment:
                     variable=self._no_variables,
                     lookup=self,
                     in_parameter_default=True,
+                    budget=self.scope.budget,
                 )
                 value = evaluate_value(definition["defaultValue"], default_scope, f"{where}.defaultValue")
             else:
@@ -375,6 +382,8 @@ class TemplateDeployment:
                     self._skipped.add(instance.id)
                     continue
                 self._all.append(instance)
+                if len(self._all) > MAX_RESOURCES:
+                    raise TemplateError(f"The template has more than {MAX_RESOURCES} resources.", where)
                 if loop is not None:
                     self._loops.setdefault(loop.lower(), []).append(instance)
                 if children is not None:
