@@ -147,7 +147,9 @@ def test_the_public_quickstart_deploys_unchanged_and_its_job_fires(
     job = scheduler.jobs.get(names.resource_group, "jc1", "ping")
     assert job.properties.action.request.uri == f"{target.base_url}"  # reference(site).hostNames[0]
     assert job.properties.recurrence.schedule.week_days == ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
-    listed = {(r.type, r.name) for r in arm.resources.list_by_resource_group(names.resource_group)}
+    resources = list(arm.resources.list_by_resource_group(names.resource_group))
+    listed = {(r.type, r.name) for r in resources}
+    listed_ids = {r.type: r.id for r in resources}
     assert ("Microsoft.Web/sites", "quickweb") in listed and ("Microsoft.Web/serverfarms", "plan1") in listed
     operations = list(arm.deployment_operations.list(names.resource_group, "dep1"))
     assert [op.properties.target_resource.resource_name for op in operations] == [
@@ -156,6 +158,9 @@ def test_the_public_quickstart_deploys_unchanged_and_its_job_fires(
         "jc1",
         "jc1/ping",
     ]
+    site = arm.resources.get_by_id(listed_ids["Microsoft.Web/sites"], "2022-09-01")  # as az resource show reads it
+    assert (site.name, site.properties["serverFarmId"]) == ("quickweb", "plan1")
+    assert arm.providers.get("Microsoft.Web").resource_types[0].api_versions  # az picks an api-version there
     scheduler.jobs.run(names.resource_group, "jc1", "ping")
     received = target.wait_for(1, timeout=20, path="/")
     assert received[0].method == "GET"

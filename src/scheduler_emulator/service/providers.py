@@ -51,15 +51,33 @@ class ProviderState:
     locations: tuple[str, ...]
 
 
-def _known(namespace: str) -> Provider:
+# What an inert resource's provider lists as api-versions (any date-shaped one is answered on these paths).
+INERT_API_VERSIONS = ("2022-09-01",)
+
+
+def _known(session: Session, subscription: str, namespace: str) -> Provider:
+    """The provider: one the emulator hosts, or the provider of inert resources kept in the subscription (so
+    ``az resource show --ids`` finds an api-version for them)."""
     for provider in PROVIDERS:
         if provider.namespace.lower() == namespace.lower():
             return provider
-    raise NotFound("resource provider", namespace)
+    inert = [
+        r
+        for r in store.generic_in_group(session, subscription, None)
+        if r.type.lower().startswith(namespace.lower() + "/")
+    ]
+    if not inert:
+        raise NotFound("resource provider", namespace)
+    types = dict.fromkeys(r.type.split("/", 1)[1] for r in inert)
+    return Provider(
+        namespace=inert[0].type.split("/", 1)[0],
+        resource_types=tuple((t, INERT_API_VERSIONS) for t in types),
+        default_state="Registered",
+    )
 
 
 def get(session: Session, subscription: str, namespace: str) -> ProviderState:
-    provider = _known(namespace)
+    provider = _known(session, subscription, namespace)
     row = store.registration(session, subscription, provider.namespace)
     state = row.state if row is not None else provider.default_state
     return ProviderState(provider=provider, registration_state=state, locations=known_display_names())
@@ -71,6 +89,6 @@ def list_all(session: Session, subscription: str) -> list[ProviderState]:
 
 def register(session: Session, subscription: str, namespace: str, *, registered: bool) -> ProviderState:
     """Register (or unregister) the provider in the subscription; remembered, never required."""
-    provider = _known(namespace)
+    provider = _known(session, subscription, namespace)
     store.set_registration(session, subscription, provider.namespace, "Registered" if registered else "Unregistered")
     return get(session, subscription, namespace)

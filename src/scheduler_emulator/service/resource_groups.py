@@ -199,6 +199,24 @@ def resources_in(session: Session, subscription: str, name: str | None) -> list[
     return found
 
 
+def inert_resource(
+    session: Session, subscription: str, group: str, resource_type: str, name: str
+) -> dict[str, Any] | None:
+    """An inert resource as ARM shows it (id, name, type, location, tags, sku, kind, properties as sent)."""
+    row = store.find_generic(session, subscription, group, resource_type, name)
+    if row is None:
+        return None
+    body = {k: v for k, v in row.body.items() if k not in ("id", "name", "type")}
+    properties = body.pop("properties", None)
+    return {
+        "id": generic_id(row.subscription_id, row.resource_group, row.type, row.name),
+        "name": row.name,
+        "type": row.type,
+        **body,
+        "properties": {**(properties if isinstance(properties, dict) else {}), "provisioningState": "Succeeded"},
+    }
+
+
 def generic_id(subscription: str, group: str, type_: str, name: str) -> str:
     """The ARM id of a resource of type ``Namespace/a/b`` named ``x/y``."""
     namespace, *types = type_.split("/")

@@ -3,4 +3,4 @@ same port as the Scheduler's own paths."""
 
 from scheduler_emulator.api.resources import deployments, groups, providers
 
-routers = (groups.router, providers.router, deployments.router)
+routers = (groups.router, providers.router, deployments.router, groups.inert_router)  # the catch-all last

@@ -182,3 +182,31 @@ def _apply(found: list[GroupResource], terms: dict[str, str]) -> list[GroupResou
     if "name" in terms:
         found = [r for r in found if r.name.lower() == terms["name"].lower()]
     return found
+
+
+# Last of all routes (it would shadow any more specific path under a group's providers).
+inert_router = APIRouter()
+
+
+@inert_router.get(GROUP + "/providers/{namespace}/{resource_path:path}")
+async def get_inert_resource(
+    request: Request, subscription_id: str, resource_group: str, namespace: str, resource_path: str
+) -> Response:
+    """Another provider's resource kept inert (``--arm-foreign-resources inert``), as ``az resource show`` reads it."""
+    parts = resource_path.strip("/").split("/")
+    if namespace.lower() in ("microsoft.scheduler", "microsoft.resources") or len(parts) % 2:
+        raise errors.route_not_found(request.url.path)
+    resource_type = "/".join([namespace, *parts[0::2]])
+    name = "/".join(parts[1::2])
+
+    def work(session: Session) -> dict[str, Any] | None:
+        return resource_groups.inert_resource(session, subscription_id, resource_group, resource_type, name)
+
+    found = await in_session(request, work)
+    if found is None:
+        raise errors.ArmError(
+            404,
+            "ResourceNotFound",
+            f"The Resource '{resource_type}/{name}' under resource group '{resource_group}' was not found.",
+        )
+    return JSONResponse(found)
