@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
+from starlette.convertors import Convertor, register_url_convertor
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_session, json_object, now
@@ -184,17 +185,31 @@ def _apply(found: list[GroupResource], terms: dict[str, str]) -> list[GroupResou
     return found
 
 
-# Last of all routes (it would shadow any more specific path under a group's providers).
+class ForeignNamespace(Convertor[str]):
+    """A provider namespace other than the two this service hosts (canonical spelling: the pipeline rewrote
+    them), so the inert-resource route never answers for a Scheduler or Resources path (whose wrong methods
+    must stay 405, and unknown paths 404)."""
+
+    regex = r"(?!(?:Microsoft\.Scheduler|Microsoft\.Resources)(?:/|$))[^/]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("arm_foreign_namespace", ForeignNamespace())
 inert_router = APIRouter()
 
 
-@inert_router.get(GROUP + "/providers/{namespace}/{resource_path:path}")
+@inert_router.get(GROUP + "/providers/{namespace:arm_foreign_namespace}/{resource_path:path}")
 async def get_inert_resource(
     request: Request, subscription_id: str, resource_group: str, namespace: str, resource_path: str
 ) -> Response:
     """Another provider's resource kept inert (``--arm-foreign-resources inert``), as ``az resource show`` reads it."""
     parts = resource_path.strip("/").split("/")
-    if namespace.lower() in ("microsoft.scheduler", "microsoft.resources") or len(parts) % 2:
+    if len(parts) % 2:
         raise errors.route_not_found(request.url.path)
     resource_type = "/".join([namespace, *parts[0::2]])
     name = "/".join(parts[1::2])
