@@ -37,14 +37,14 @@ async def create_or_replace_collection(
 
     strict = request.app.state.settings.strict_resource_groups
 
-    def work(session: Session) -> tuple[int, dict[str, Any]]:
+    def work(session: Session) -> dict[str, Any]:
         if strict and not resource_groups.exists(session, subscription_id, resource_group):
             raise errors.resource_group_not_found(resource_group)  # SPEC §12: --strict-resource-groups
-        collection, created = collections.put(session, ref, body, moment, floor)
-        return (201 if created else 200), collection_to_wire(collection)
+        collection, _ = collections.put(session, ref, body, moment, floor)
+        return collection_to_wire(collection)
 
-    status, wire = await in_session(request, work, wake=True)
-    return JSONResponse(wire, status_code=status)
+    # 201 on create and on replace alike, as the service answered both (recorded; SPEC §3).
+    return JSONResponse(await in_session(request, work, wake=True), status_code=201)
 
 
 @router.patch(RESOURCE_GROUP_LIST + "/{collection_name}")
