@@ -146,7 +146,8 @@ def test_the_public_quickstart_deploys_unchanged_and_its_job_fires(
     assert result.properties.provisioning_state == "Succeeded"
     job = scheduler.jobs.get(names.resource_group, "jc1", "ping")
     assert job.properties.action.request.uri == f"{target.base_url}"  # reference(site).hostNames[0]
-    assert job.properties.recurrence.schedule.week_days == ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
+    # enumerations answered as the service wrote them (SPEC §2)
+    assert job.properties.recurrence.schedule.week_days == ["monday", "tuesday", "wednesday", "thursday", "friday"]
     resources = list(arm.resources.list_by_resource_group(names.resource_group))
     listed = {(r.type, r.name) for r in resources}
     listed_ids = {r.type: r.id for r in resources}
@@ -410,7 +411,7 @@ def test_member_names_in_any_case_and_numbers_as_text(
     }
     deploy(arm, names, template(collection("jccase"), job))
     got = scheduler.jobs.get(names.resource_group, "jccase", "docs2015")
-    assert (got.properties.recurrence.frequency, got.properties.recurrence.interval) == ("Minute", 5)
+    assert (got.properties.recurrence.frequency, got.properties.recurrence.interval) == ("minute", 5)
     assert got.properties.action.request.uri == "http://127.0.0.1:9/x"
     path = f"/subscriptions/{names.subscription}/resourceGroups/{names.resource_group}/providers/Microsoft.Scheduler"
     body = {
