@@ -262,6 +262,7 @@ def test_a_bad_job_ends_the_deployment_failed_with_the_schedulers_error(
         ),
         (lambda t: t.update(parameters={"p": {"type": "string"}}), "InvalidTemplateParameter", "'p' is not provided"),
         (lambda t: t["resources"][0].update(name="[concat('a']"), "InvalidTemplate", "not valid"),
+        (lambda t: t["resources"][0].update(resourceGroup="other"), "InvalidTemplate", "another scope"),
         (
             lambda t: t["resources"].append(
                 {"type": "Microsoft.Resources/deployments", "name": "nested", "apiVersion": "2020-01-01"}

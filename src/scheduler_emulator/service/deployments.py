@@ -197,6 +197,14 @@ def _check_types(deployment: TemplateDeployment, policy: Policy) -> None:
     unsupported: list[str] = []
     foreign: list[str] = []
     for instance in deployment.resources:
+        elsewhere = sorted(k for k in instance.definition if k.lower() in ("resourcegroup", "subscriptionid", "scope"))
+        if elsewhere:
+            raise DeploymentRefused(
+                "InvalidTemplate",
+                f"The resource '{instance.name}' sets {', '.join(elsewhere)}: deploying to another scope is not "
+                "supported by this emulator (every resource goes to the deployment's resource group).",
+                f"{instance.path}.{elsewhere[0]}",
+            )
         kind = instance.type.lower()
         if kind in SCHEDULER_TYPES:
             continue
