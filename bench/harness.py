@@ -172,7 +172,7 @@ http {{
     fastcgi_temp_path {dir}/tmp/fastcgi;
     uwsgi_temp_path {dir}/tmp/uwsgi;
     scgi_temp_path {dir}/tmp/scgi;
-    log_format bench '$msec|$request_uri|$http_x_ms_scheduler_expected_execution_time|$status';
+    log_format bench '$msec|$request_uri|$http_x_ms_scheduler_expected_execution_time|$status|$connection';
     access_log {dir}/access.log bench buffer=256k flush=1s;
     keepalive_requests 1000000;
     keepalive_timeout 75s;
@@ -230,6 +230,14 @@ class Nginx:
         """Graceful stop (SIGQUIT): nginx flushes the log buffer before it exits."""
         if self.process is not None:
             stop_process(self.process, signal.SIGQUIT, 15)
+
+    def connections(self) -> int:
+        """Distinct connections the logged requests came over (each new one cost the client a connect)."""
+        seen = set()
+        with contextlib.suppress(OSError), self.access_log.open() as f:
+            for line in f:
+                seen.add(line.rstrip("\n").rsplit("|", 1)[-1])
+        return len(seen)
 
     def arrivals(self) -> list[tuple[float, str, str]]:
         """(arrival epoch seconds, request URI, expected-time header) of every logged request."""

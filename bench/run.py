@@ -157,7 +157,7 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
                 f"{fmt(created.server_cpu_s, 1)} s)")
             if created.errors:
                 result.notes.append(f"job creation errors: {created.errors}")
-            if path == "user":
+            if opts.get_rate > 0:  # user and quiet alike, so that the two compare what logging costs
                 get_load = h.GetLoad(emulators[0].url, jobs, h.user_collections(jobs), opts.get_rate)
         elif system in EMULATOR_SYSTEMS:
             url = f"sqlite:///{tmp / 'store' / 'scheduler.db'}"
@@ -202,6 +202,11 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
         profiler = None
         if profile_to is not None:
             profiler = start_profiler(pids[0], profile_to, max(1.0, t0 - time.time()) + min(window, 10.0))
+        def db_counters() -> list[tuple[float | None, float | None]]:
+            return [(e.counter("scheduler_dispatcher_write_batches_total"),
+                     e.counter("scheduler_dispatcher_cycles_total")) for e in emulators]
+
+        counted_before = db_counters()  # the window's work only (the API's writes wake dispatchers too)
         time.sleep(max(0.0, t0 - time.time()))
         box_before = h.machine_jiffies()
         if get_load is not None:
@@ -228,9 +233,8 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
                 profiler.wait(30)
             h.stop_process(profiler)
         if emulators:  # how much database work the fires took: write transactions and claim cycles per 1,000
-            read = [(e.counter("scheduler_dispatcher_write_batches_total"),
-                     e.counter("scheduler_dispatcher_cycles_total")) for e in emulators]
-            read = [(b, c) for b, c in read if b is not None and c is not None]  # an API-only process has none
+            read = [(b - b0, c - c0) for (b, c), (b0, c0) in zip(db_counters(), counted_before, strict=True)
+                    if None not in (b, c, b0, c0)]  # an API-only process has none
             if read:
                 per = 1000 / max(1, jobs)
                 result.notes.append(f"per 1,000 fires: {sum(b or 0 for b, _ in read) * per:.0f} write transactions, "
@@ -260,6 +264,7 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
             h.stop_process(process)
         nginx.stop()
         arrivals = nginx.arrivals()
+        result.notes.append(f"{nginx.connections():,} connections to nginx")
         result.stats = h.analyse(arrivals, t0_us, window_us, jobs, deadline)
         if result.stats.unexpected:
             result.notes.append(f"{result.stats.unexpected} request(s) matched no expected fire")
@@ -886,7 +891,7 @@ def main() -> None:
         parts = [f"## Profile of the dispatcher at {top:,.0f}/s (py-spy record, separate run; the profiler "
                  "slows it down)\n"]
         for system in [s for s in systems if s in ("sqlite", "pg1")]:
-            for path in [p for p in paths if p != "quiet"]:
+            for path in paths:
                 out = profile_dir / f"{system}-{path}-{top:.0f}.txt"
                 out.unlink(missing_ok=True)
                 settle()

@@ -9,17 +9,27 @@ returns, and later records are written at once."""
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
-import logging.handlers
-import queue
 import sys
 import threading
+import time
 from datetime import UTC, datetime
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, TextIO
 
-# One encoder for every line: json.dumps(..., default=str) builds a new one per call (same output).
+# One encoder for every line: json.dumps(..., default=str) builds a new one per call (the same output; the C
+# encoder made once, without the circular-reference check a log line's own dict does not need: 7.0 → 5.9 µs
+# per line).
 _ENCODER = json.JSONEncoder(default=str)
+_C_ENCODER = (
+    c_make_encoder(None, str, encode_basestring_ascii, None, ": ", ", ", False, False, True) if c_make_encoder else None
+)
+
+
+def _encode(line: dict[str, Any]) -> str:
+    return "".join(_C_ENCODER(line, 0)) if _C_ENCODER is not None else _ENCODER.encode(line)
 
 
 class JsonFormatter(logging.Formatter):
@@ -33,7 +43,7 @@ class JsonFormatter(logging.Formatter):
         line.update(getattr(record, "fields", {}) or {})
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return _ENCODER.encode(line)
+        return _encode(line)
 
 
 # Control characters (CR and LF above all) in logged values would let a client forge log lines.
@@ -64,38 +74,37 @@ class TextFormatter(logging.Formatter):
 
 
 class _Flush:
-    """A marker in the queue: set once every record queued before it is written."""
+    """A marker among the records: set once every record queued before it is written."""
 
     def __init__(self) -> None:
         self.done = threading.Event()
 
 
 _STOP = object()
-_BATCH = 1000  # records written by one write() at most
+GATHER_SECONDS = 0.02  # the writer wakes at most this often under load, writing what gathered meanwhile
 
 
-class BackgroundHandler(logging.handlers.QueueHandler):
+class BackgroundHandler(logging.Handler):
     """Formats and writes records to ``stream`` on one writer thread, in the order they were logged.
 
-    ``emit`` only merges the message with its arguments (they could change later) and queues the record; the
-    writer formats what it finds queued and writes it with one ``write`` and one ``flush``. After ``stop``
-    (which first writes everything queued), records are formatted and written at once by whoever logs them.
-    ``flush`` waits until what was logged before it is written. Both waits are bounded."""
+    ``emit`` only merges the message with its arguments (they could change later) and appends the record to a
+    queue; the writer is woken once for what gathers over ``GATHER_SECONDS``, formats it and writes it with one
+    ``write`` and one ``flush``. (The standard QueueHandler and QueueListener wake the listener's thread for
+    every record and write and flush each line alone: at 3,000 lines/s those hand-offs of the interpreter lock
+    between the event loop and the writer cost more than the formatting.) After ``stop``, which first writes
+    everything queued, records are formatted and written at once by whoever logs them. ``flush`` waits until
+    what was logged before it is written. Both waits are bounded."""
 
     def __init__(self, stream: TextIO, formatter: logging.Formatter) -> None:
-        super().__init__(queue.SimpleQueue())
+        super().__init__()
         self.stream = stream
         self.setFormatter(formatter)
+        self._queue: collections.deque[Any] = collections.deque()
+        self._wanted = threading.Event()  # the writer has something to do
+        self._pending = False  # _wanted is set, or the writer is about to look
         self._stopped = False
         self._writer = threading.Thread(target=self._write_queued, name="log-writer", daemon=True)
         self._writer.start()
-
-    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        """The record as queued: its message merged with its arguments now; formatting is the writer's."""
-        if record.args:
-            record.msg = record.getMessage()
-            record.args = None
-        return record
 
     def emit(self, record: logging.LogRecord) -> None:
         # Called under this handler's lock (Handler.handle), as stop() sets _stopped: no record is queued after
@@ -103,20 +112,36 @@ class BackgroundHandler(logging.handlers.QueueHandler):
         if self._stopped:
             self._write([record])
             return
-        try:
-            self.queue.put_nowait(self.prepare(record))
-        except Exception:  # noqa: BLE001 - logging must not raise into the caller
-            self.handleError(record)
+        if record.args:  # the message as it reads now: its arguments could change before the writer runs
+            try:
+                record.msg = record.getMessage()
+            except Exception:  # noqa: BLE001 - logging must not raise into the caller
+                self.handleError(record)
+                return
+            record.args = None
+        self._queue.append(record)
+        if not self._pending:
+            self._pending = True
+            self._wanted.set()
+
+    def _put(self, item: object) -> None:
+        """A marker, looked at without waiting for more to gather."""
+        self._queue.append(item)
+        self._pending = True
+        self._wanted.set()
 
     def _write_queued(self) -> None:
-        source: queue.SimpleQueue[Any] = self.queue  # type: ignore[assignment]
+        queued = self._queue
         while True:
-            batch = [source.get()]
-            while len(batch) < _BATCH:
-                try:
-                    batch.append(source.get_nowait())
-                except queue.Empty:
-                    break
+            self._wanted.wait()
+            last = queued[-1] if queued else None
+            if last is not _STOP and not isinstance(last, _Flush):
+                time.sleep(GATHER_SECONDS)  # let lines gather: one wake-up and one write for all of them
+            self._pending = False
+            self._wanted.clear()
+            batch = []
+            while queued:
+                batch.append(queued.popleft())
             records = [item for item in batch if isinstance(item, logging.LogRecord)]
             if records:
                 self._write(records)
@@ -144,7 +169,7 @@ class BackgroundHandler(logging.handlers.QueueHandler):
         if self._stopped or threading.current_thread() is self._writer:
             return
         marker = _Flush()
-        self.queue.put_nowait(marker)
+        self._put(marker)
         marker.done.wait(timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -154,7 +179,7 @@ class BackgroundHandler(logging.handlers.QueueHandler):
             if self._stopped:
                 return
             self._stopped = True
-            self.queue.put_nowait(_STOP)
+            self._put(_STOP)
         if threading.current_thread() is not self._writer:
             self._writer.join(timeout)
 
