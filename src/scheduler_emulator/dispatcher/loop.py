@@ -126,10 +126,16 @@ class Dispatcher:
         with contextlib.suppress(Exception):
             await self._db(self.store.sign_off)
 
-    def wake(self) -> None:
+    def wake(self, not_before: datetime | None = None) -> None:
         """Something changed (an API write, here or in another process): look for due work now, and make
-        occurrences claimed ahead re-check their job before they fire."""
-        self._generation += 1
+        occurrences claimed ahead re-check their job before they fire. ``not_before``: the change only made
+        jobs due at that time or later, none of them claimed (store.dispatching.earliest_noted): then nothing
+        claimed re-checks, and a loop asleep until a time that leaves it enough claim-ahead for them sleeps
+        on (creating jobs through the API woke it for a claim cycle per job)."""
+        if not_before is None or not_before.tzinfo is None:
+            self._generation += 1
+        elif self._sleeping_until is not None and not_before - self.ahead / 2 >= self._sleeping_until:
+            return
         self._wake.set()
 
     # -- the loop ---------------------------------------------------------------------------------
