@@ -41,8 +41,21 @@ def _logger(name: str, *handlers: logging.Handler) -> logging.Logger:
 
 def _log_a_variety(logger: logging.Logger) -> None:
     logger.info("plain")
-    logger.info("job %s/%s attempt %d %s", "coll", "job-1", 0, "succeeded", extra={"fields": {
-        "collection": "coll", "lateness_ms": 1.5, "when": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), "none": None}})
+    logger.info(
+        "job %s/%s attempt %d %s",
+        "coll",
+        "job-1",
+        0,
+        "succeeded",
+        extra={
+            "fields": {
+                "collection": "coll",
+                "lateness_ms": 1.5,
+                "when": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+                "none": None,
+            }
+        },
+    )
     logger.warning("a %s with a newline\nand a %s", "value", "tab\there", extra={"fields": {"key": "x\ny"}})
     logger.info("100%% done, %s", {"a": [1, 2]})
     logger.info("a literal %s without arguments")
