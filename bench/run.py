@@ -147,8 +147,15 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
             pids = [e.pid for e in emulators]
             t0_us = h.now_us() + int(Lead.seconds(system, jobs, path) * 1e6)
             due = [h.due_instant(t0_us, window_us, i, jobs) for i in range(jobs)]
+            cycles_before = [e.counter("scheduler_dispatcher_cycles_total") for e in emulators]
             created = h.create_jobs_via_api([emulators[0].url], due, lambda i: f"{target}/fire/{i}",
                                             opts.api_concurrency, pids)
+            cycles = [(e.counter("scheduler_dispatcher_cycles_total"), b) for e, b in zip(emulators, cycles_before,
+                                                                                          strict=True)]
+            if any(a is not None and b is not None for a, b in cycles):
+                woken = sum(a - b for a, b in cycles if a is not None and b is not None)
+                result.notes.append(f"dispatcher claim cycles while the jobs were created: {woken:,.0f} "
+                                    f"({1000 * woken / max(1, jobs):,.0f} per 1,000 PUTs)")
             del due
             result.creation = {**asdict(created), "rate": created.rate}
             Lead.observe(system, jobs, created.seconds, None, path)
