@@ -88,10 +88,11 @@ class BackgroundHandler(logging.Handler):
     """Formats and writes records to ``stream`` on one writer thread, in the order they were logged.
 
     ``emit`` only merges the message with its arguments (they could change later) and appends the record to a
-    queue; the writer is woken once for what gathers over ``GATHER_SECONDS``, formats it and writes it with one
-    ``write`` and one ``flush``. (The standard QueueHandler and QueueListener wake the listener's thread for
-    every record and write and flush each line alone: at 3,000 lines/s those hand-offs of the interpreter lock
-    between the event loop and the writer cost more than the formatting.) After ``stop``, which first writes
+    queue; the writer formats what is queued and writes it with one ``write`` and one ``flush``: at once after a
+    quiet spell, else (lines keep coming) once for what gathers over ``GATHER_SECONDS``. (The standard
+    QueueHandler and QueueListener wake the listener's thread for every record and write and flush each line
+    alone: at 3,000 lines/s those hand-offs of the interpreter lock between the event loop and the writer
+    showed in the profiles.) After ``stop``, which first writes
     everything queued, records are formatted and written at once by whoever logs them. ``flush`` waits until
     what was logged before it is written. Both waits are bounded."""
 
@@ -132,11 +133,13 @@ class BackgroundHandler(logging.Handler):
 
     def _write_queued(self) -> None:
         queued = self._queue
+        wrote_at = -GATHER_SECONDS
         while True:
             self._wanted.wait()
             last = queued[-1] if queued else None
-            if last is not _STOP and not isinstance(last, _Flush):
-                time.sleep(GATHER_SECONDS)  # let lines gather: one wake-up and one write for all of them
+            busy = time.monotonic() - wrote_at < GATHER_SECONDS  # lines keep coming: gather them
+            if busy and last is not _STOP and not isinstance(last, _Flush):
+                time.sleep(GATHER_SECONDS)  # one wake-up and one write for all that comes meanwhile
             self._pending = False
             self._wanted.clear()
             batch = []
@@ -145,6 +148,7 @@ class BackgroundHandler(logging.Handler):
             records = [item for item in batch if isinstance(item, logging.LogRecord)]
             if records:
                 self._write(records)
+                wrote_at = time.monotonic()
             for item in batch:
                 if isinstance(item, _Flush):
                     item.done.set()
