@@ -898,7 +898,7 @@ def main() -> None:
         parts = [f"## Profile of the dispatcher at {top:,.0f}/s (py-spy record, separate run; the profiler "
                  "slows it down)\n"]
         for system in [s for s in systems if s in ("sqlite", "pg1")]:
-            for path in paths:
+            for path in [p for p in paths if p != "quiet"]:  # the user's path and the dispatcher alone
                 out = profile_dir / f"{system}-{path}-{top:.0f}.txt"
                 out.unlink(missing_ok=True)
                 settle()
