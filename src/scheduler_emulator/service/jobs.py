@@ -137,15 +137,9 @@ def patch(
     _refuse_final(job)
     # Secrets the patch does not mention are kept only for an unchanged target (keep_omitted_secrets).
     merged = keep_omitted_secrets(merge_patch(strip_secrets(job.definition), changes), job.definition)
-    timing_changed = any(merged.get(k) != job.definition.get(k) for k in ("startTime", "recurrence"))
+    retimed = any(merged.get(k) != job.definition.get(k) for k in ("startTime", "recurrence"))
     write = JobWrite(
-        collection=collection,
-        name=job.name,
-        raw=merged,
-        moment=moment,
-        floor=floor,
-        existing=job,
-        new_series=timing_changed,
+        collection=collection, name=job.name, raw=merged, moment=moment, floor=floor, existing=job, new_series=retimed
     )
     return _store(session, write)
 
