@@ -434,3 +434,109 @@ def test_a_resource_group_page_lists_that_group_s_collections(page: Any, world: 
     page.wait_for_url("**/#/c/**")
     page.get_by_role("link", name="rg-shown").click()  # the collection's page links back to its group
     page.wait_for_url("**/#/g/**")
+
+
+def template(*resources: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "contentVersion": "1.0.0.0",
+        "resources": list(resources),
+    }
+
+
+def scheduler_resources(collection: str, job: str, start: datetime, interval: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "Microsoft.Scheduler/jobCollections",
+            "apiVersion": "2016-03-01",
+            "name": collection,
+            "location": "[resourceGroup().location]",
+            "properties": {"sku": {"name": "Standard"}},
+        },
+        {
+            "type": "Microsoft.Scheduler/jobCollections/jobs",
+            "apiVersion": "2016-03-01",
+            "name": f"{collection}/{job}",
+            "dependsOn": [f"[resourceId('Microsoft.Scheduler/jobCollections', '{collection}')]"],
+            "properties": {
+                "startTime": z(start),
+                "action": {"type": "Http", "request": {"uri": "http://127.0.0.1:9/x", "method": "GET"}},
+                "recurrence": {"frequency": "Day", "interval": interval},
+            },
+        },
+    ]
+
+
+def test_a_group_page_lists_its_deployments_and_a_deployment_page_shows_state_error_and_operations(
+    page: Any, world: World, screenshots: Path
+) -> None:
+    arm = {"api-version": "2021-04-01"}
+    group = f"/subscriptions/{world.subscription}/resourceGroups/rg-deploy"
+    answer = world.http.put(group, params=arm, json={"location": "westus", "tags": {"team": "ops"}})
+    assert answer.status_code in (200, 201), answer.text
+    deployments = f"{group}/providers/Microsoft.Resources/deployments"
+    start = world.now() + timedelta(days=1)
+    for name, resources in (
+        ("works", scheduler_resources("jc-dep", "ping", start, 1)),
+        ("breaks", scheduler_resources("jc-dep2", "broken", start, -5)),
+    ):
+        sent = world.http.put(
+            f"{deployments}/{name}",
+            params=arm,
+            json={"properties": {"mode": "Incremental", "template": template(*resources)}},
+        )
+        assert sent.status_code in (200, 201), sent.text
+
+    def settled() -> dict[str, dict[str, Any]]:
+        listed = world.http.get(deployments, params=arm).json()["value"]
+        done = {d["name"]: d for d in listed if d["properties"]["provisioningState"] in ("Succeeded", "Failed")}
+        return done if len(done) == 2 else {}
+
+    finished = wait_until(settled, 30, "both deployments to finish")
+    assert finished["works"]["properties"]["provisioningState"] == "Succeeded"
+    error = finished["breaks"]["properties"]["error"]
+    operations = world.http.get(
+        f"/subscriptions/{world.subscription}/resourcegroups/rg-deploy/deployments/breaks/operations", params=arm
+    ).json()["value"]
+
+    page.goto(world.ui("#/collections"))
+    page.get_by_role("link", name="rg-deploy").first.click()
+    page.wait_for_url("**/#/g/**")
+    expect(page.locator("#group-summary")).to_contain_text("westus")
+    expect(page.locator("#group-summary")).to_contain_text("team=ops")
+    collections = page.get_by_role("table").filter(has_text="The collections in this group")
+    assert sorted(link.inner_text() for link in collections.locator("tbody tr a[href^='#/c/']").all()) == [
+        "jc-dep",
+        "jc-dep2",
+    ]
+    rows = page.locator("#deployments tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.filter(has_text="works")).to_contain_text("Succeeded")
+    broken_row = rows.filter(has_text="breaks")
+    expect(broken_row).to_contain_text("Failed")
+    expect(broken_row).to_contain_text(error["code"])
+
+    broken_row.get_by_role("link", name="breaks").click()
+    page.wait_for_url("**/#/d/**")
+    expect(page.locator("#deployment-state strong")).to_have_text("Failed")
+    shown_error = page.locator("#deployment-error")
+    expect(shown_error).to_contain_text(error["code"])
+    for detail in error["details"]:
+        expect(shown_error).to_contain_text(detail["message"])
+    shown = page.locator("#operations tbody tr")
+    expect(shown).to_have_count(len(operations))
+    for operation in operations:
+        properties = operation["properties"]
+        name = properties["targetResource"]["resourceName"]
+        row = shown.filter(has=page.get_by_role("link", name=name, exact=True))
+        expect(row).to_contain_text(properties["provisioningState"])
+    failed = next(o for o in operations if o["properties"]["provisioningState"] == "Failed")
+    message = failed["properties"]["statusMessage"]["error"]["message"]
+    expect(shown.filter(has_text="Failed")).to_contain_text(message)
+    page.screenshot(path=str(screenshots / "deployment-1280.png"), full_page=True)
+    no_sideways_scroll(page)
+    page.screenshot(path=str(screenshots / "deployment-390.png"), full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    shown.get_by_role("link", name="jc-dep2", exact=True).click()  # an operation's collection opens its page
+    page.wait_for_url("**/#/c/**")
+    expect(page.get_by_role("heading", name="jc-dep2")).to_be_visible()
