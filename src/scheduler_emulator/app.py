@@ -13,6 +13,8 @@ from scheduler_emulator.api import clock as clock_api
 from scheduler_emulator.api import dashboard, emulator, history, job_collections, jobs
 from scheduler_emulator.api.access import Authenticator, HostGuard
 from scheduler_emulator.api.classic.routes import ClassicRoute
+from scheduler_emulator.api.identity import token_service
+from scheduler_emulator.api.identity.routes import IdentityRoute
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
 from scheduler_emulator.api.preview import HeavyWork
 from scheduler_emulator.at_rest import secret_key
@@ -85,10 +87,13 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.state.clock = clock or Clock()
     app.state.metrics = Metrics()
     app.state.heavy_work = HeavyWork(settings.max_heavy_requests)
+    app.state.identity = identity = token_service(settings)
     if settings.api:
         app.include_router(job_collections.router)
         app.include_router(jobs.router)
         app.include_router(history.router)
+        # The token service and the account endpoints az calls (they claim only their own path shapes).
+        app.router.routes.append(IdentityRoute())
         app.router.routes.append(ClassicRoute())  # the classic 2014 surface (after ARM: it claims only its paths)
     app.include_router(emulator.router)
     app.include_router(clock_api.router)
@@ -96,6 +101,9 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.include_router(emulator.metrics_router)
     install_error_handlers(app)
     app.add_middleware(
-        ArmPipeline, hosts=HostGuard(settings), auth=Authenticator(settings), max_body_bytes=settings.max_body_bytes
+        ArmPipeline,
+        hosts=HostGuard(settings),
+        auth=Authenticator(settings, identity),
+        max_body_bytes=settings.max_body_bytes,
     )
     return app
