@@ -18,7 +18,6 @@ import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
@@ -96,11 +95,6 @@ def load_principals(flag_value: str | None, file: Path | None) -> Principals:
 def split_entries(flag_value: str | None) -> list[str]:
     """The ``--principal`` entries in a joined value (commas or white space between them)."""
     return [entry for entry in re.split(r"[\s,]+", flag_value or "") if entry]
-
-
-def check_entry(entry: str, number: int) -> None:
-    """ConfigError when ``entry`` (the ``number``-th ``--principal``) is not ID:SECRET[:TENANT[:SUBSCRIPTION]]."""
-    _from_flag(entry, number)
 
 
 def _from_flag(entry: str, number: int) -> Principal:
@@ -193,7 +187,3 @@ def _certificate(path: Path, where: str) -> ClientCertificate:
         sha256_thumbprint=certificate.fingerprint(hashes.SHA256()),
     )
 
-
-def describe(principal: Principal) -> dict[str, Any]:
-    """What may be shown of a principal (never its secret)."""
-    return {"clientId": principal.client_id, "tenant": principal.tenant, "subscription": principal.subscription}
