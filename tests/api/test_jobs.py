@@ -145,7 +145,9 @@ def test_replace_answers_200(http, collection):
     create_job(http, collection, "job")
     properties = job_properties(action=STORAGE_QUEUE, recurrence=None)
     body = expect_ok(put(http, collection.job_path("job"), {"properties": properties}), 200)
-    assert body["properties"]["action"] == STORAGE_QUEUE
+    sent = {**STORAGE_QUEUE, "queueMessage": dict(STORAGE_QUEUE["queueMessage"])}
+    del sent["queueMessage"]["sasToken"]  # write-only (SPEC §4)
+    assert body["properties"]["action"] == sent
     assert "recurrence" not in body["properties"]
     assert expect_ok(get(http, collection.job_path("job"))) == body
 
@@ -922,9 +924,14 @@ def test_patch_not_mentioning_secrets_keeps_them(http, backend, collection):
     assert stored["message"] == "changed"
 
 
-def test_storage_queue_sas_token_is_returned_as_sent(http, collection):
+def test_storage_queue_sas_token_is_write_only(http, backend, collection):
+    """The service never returned a sasToken (recorded); it is kept, sealed, and a PUT without it keeps it."""
     body = create_job(http, collection, "job", job_body(action=STORAGE_QUEUE))
-    assert body["properties"]["action"]["queueMessage"]["sasToken"] == "?sv=2015&sig=abc"
+    assert "sasToken" not in body["properties"]["action"]["queueMessage"]
+    assert "sasToken" not in expect_ok(get(http, collection.job_path("job")))["properties"]["action"]["queueMessage"]
+    expect_ok(put(http, collection.job_path("job"), {"properties": body["properties"]}))
+    stored = stored_job(backend, collection, "job")["definition"]["action"]["queueMessage"]
+    assert stored["sasToken"] == "?sv=2015&sig=abc"
 
 
 # ------------------------------------------------------------------------------------------------ echoes

@@ -44,6 +44,7 @@ from azure.mgmt.scheduler.models import (
 )
 from conftest import TEST_SECRET_KEY, Backend, Names, ServerProcess, unique
 from cryptography import x509
+from pydantic.alias_generators import to_snake
 from sqlalchemy import func, select
 from support.certificates import pfx as pfx_base64
 from support.certificates import self_signed
@@ -51,6 +52,7 @@ from support.certificates import thumbprint as sha1_thumbprint
 from support.sdk import scheduler_sdk
 
 from scheduler_emulator.domain.history import history_id
+from scheduler_emulator.schemas.job_shape import SECRETS
 from scheduler_emulator.store import repository
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobHistoryRow, JobRow
@@ -124,15 +126,17 @@ def put_job(client: SchedulerManagementClient, names: Names, name: str, job: Job
 
 
 def without_secrets(action: JobAction | JobErrorAction) -> dict[str, Any]:
-    """What the server must send back for ``action``: all of it minus write-only secrets."""
+    """What the server must send back for ``action``: all of it minus the write-only secrets the job shape
+    declares (``schemas.job_shape.SECRETS``, in the SDK's snake_case)."""
     expected = copy.deepcopy(action.as_dict())
     for act in (expected, expected.get("error_action")):
         if not act:
             continue
-        for secret in ("password", "pfx", "secret"):
-            (act.get("request") or {}).get("authentication", {}).pop(secret, None)
-        for payload in ("service_bus_queue_message", "service_bus_topic_message"):
-            (act.get(payload) or {}).get("authentication", {}).pop("sas_key", None)
+        for slot in SECRETS:
+            holder = act.get(to_snake(slot.payload)) or {}
+            for key in slot.holder:
+                holder = holder.get(to_snake(key)) or {}
+            holder.pop(to_snake(slot.name), None)
     return expected
 
 
@@ -621,7 +625,7 @@ def test_storage_queue_action_with_service_bus_queue_error_action_round_trips(
     got = assert_round_trip(client, names, "queue", job)
 
     queue = got.properties.action.queue_message
-    assert queue.sas_token == "?sv=2015-04-05&sr=q&sig=abc%3D&se=2030-01-01T00%3A00%3A00Z&sp=a"
+    assert queue.sas_token is None  # write-only (SPEC §4)
     assert queue.message == "<b>hello</b> & bye"
     assert got.properties.action.retry_policy.retry_interval == timedelta(hours=1)
     assert got.properties.action.retry_policy.retry_count == 0
