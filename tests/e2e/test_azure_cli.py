@@ -52,7 +52,7 @@ class Started:
 
 @pytest.fixture(scope="module")
 def az() -> Path:
-    """The python of the Azure CLI's environment (made on first use, about 75 s)."""
+    """The python of the Azure CLI's environment (made on first use: 75 to 170 s on a 2-core machine)."""
     return az_python()
 
 
