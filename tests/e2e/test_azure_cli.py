@@ -153,6 +153,8 @@ def test_login_with_a_certificate_then_az_rest(az: Path, started: Started, tmp_p
     )
     account = json.loads(cli.run("account", "show").stdout)
     assert account["user"] == {"name": CERT_APP, "type": "servicePrincipal"}
+    west = cli.run("account", "list-locations", "--query", "[?name=='westus'].displayName", "-o", "tsv")
+    assert west.stdout.strip() == "West US"
     listed = json.loads(
         cli.run(
             "rest", "--method", "get", "--url",
