@@ -264,7 +264,7 @@ def test_wrong_key_fails_each_attempt_then_runs_the_error_action(
 
     def faulted() -> dict[str, Any] | None:
         job_now = emulator.job(names, job)
-        return job_now if job_now["properties"]["state"] == "Faulted" else None
+        return job_now if job_now["properties"]["state"] == "faulted" else None
 
     status = wait_until(faulted, 10, lambda: f"job {job} to become Faulted")["properties"]["status"]
     assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (2, 2, 1)

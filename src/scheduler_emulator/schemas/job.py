@@ -366,11 +366,92 @@ def _domain_recurrence(recurrence: Recurrence | None) -> rec.Recurrence | None:
 def use_spec_occurrence_key(properties: dict[str, Any]) -> None:
     """Rename, in place, ``occurrence`` in ``monthlyOccurrences`` entries to the spec's key ``Occurrence``:
     every SDK reads that key case-sensitively and silently loses ``occurrence`` (the recurrence doc's
-    spelling), so it is stored and answered so whichever the client sent. Where both were sent, the one the
-    schedule uses (``occurrence``, as MonthlyOccurrence reads it) wins."""
+    spelling), so it is stored so whichever the client sent. Where both were sent, the one the schedule uses
+    (``occurrence``, as MonthlyOccurrence reads it) wins."""
+    for entry in _monthly_occurrences(properties):
+        if "occurrence" in entry:
+            entry["Occurrence"] = entry.pop("occurrence")
+
+
+def answer_both_occurrence_keys(properties: dict[str, Any]) -> None:
+    """Give, in place, each ``monthlyOccurrences`` entry both keys, same value: ``occurrence`` (the service
+    wrote it so: recorded) and ``Occurrence`` (the REST spec's, which the SDKs read)."""
+    for entry in _monthly_occurrences(properties):
+        for key in ("Occurrence", "occurrence"):
+            if key in entry:
+                entry["occurrence"] = entry["Occurrence"] = entry[key]
+                break
+
+
+def answer_both_certificate_names(properties: dict[str, Any]) -> None:
+    """Give, in place, each ClientCertificate authentication its expiry under both names, same value:
+    ``certificateExpiration`` (the service's, recorded) and ``certificateExpirationDate`` (the REST spec's,
+    which the SDKs read)."""
+    for _, act in shape.actions_in(properties):
+        authentication = shape.member(act, "request", "authentication")
+        if isinstance(authentication, dict):
+            for key in ("certificateExpirationDate", "certificateExpiration"):
+                if key in authentication:
+                    value = authentication[key]
+                    authentication["certificateExpiration"] = authentication["certificateExpirationDate"] = value
+                    break
+
+
+def _monthly_occurrences(properties: dict[str, Any]) -> list[dict[str, Any]]:
     recurrence = properties.get("recurrence")
     schedule = recurrence.get("schedule") if isinstance(recurrence, dict) else None
     entries = schedule.get("monthlyOccurrences") if isinstance(schedule, dict) else None
-    for entry in entries if isinstance(entries, list) else [entries]:
-        if isinstance(entry, dict) and "occurrence" in entry:
-            entry["Occurrence"] = entry.pop("occurrence")
+    return [entry for entry in (entries if isinstance(entries, list) else [entries]) if isinstance(entry, dict)]
+
+
+# The spelling the service wrote each enumeration in its answers (SPEC §2, recorded: a PUT with "Enabled",
+# "Week", "Fixed" came back "enabled", "week", "fixed"); input is read in any case. Members not listed here
+# (action.type, HTTP authentication.type) are answered as the client sent them, as the service did.
+SERVICE_SPELLING = {
+    value.lower(): value[0].lower() + value[1:]
+    for value in (
+        *("Enabled", "Disabled", "Completed", "Faulted"),
+        *FREQUENCIES,
+        *("Fixed", "None"),
+        *WEEK_DAYS,
+        *("NotSpecified", "NetMessaging", "SharedAccessKey"),
+    )
+} | {"amqp": "amqp"}
+
+
+def service_spelling(value: object) -> object:
+    """An enumeration value as the service wrote it (anything else unchanged)."""
+    return SERVICE_SPELLING.get(value.lower(), value) if isinstance(value, str) else value
+
+
+def write_service_enums(properties: dict[str, Any]) -> None:
+    """Rewrite, in place, every enumeration of job ``properties`` in the service's spelling: ``state``,
+    ``recurrence.frequency``, ``schedule.weekDays``, ``monthlyOccurrences[].day``, each action's
+    ``retryPolicy.retryType`` and its Service Bus ``transportType`` and ``authentication.type``."""
+    if "state" in properties:
+        properties["state"] = service_spelling(properties["state"])
+    recurrence = properties.get("recurrence")
+    if isinstance(recurrence, dict):
+        if "frequency" in recurrence:
+            recurrence["frequency"] = service_spelling(recurrence["frequency"])
+        schedule = recurrence.get("schedule")
+        if isinstance(schedule, dict) and "weekDays" in schedule:
+            days = schedule["weekDays"]
+            spelt = [service_spelling(d) for d in days] if isinstance(days, list) else service_spelling(days)
+            schedule["weekDays"] = spelt
+    for entry in _monthly_occurrences(properties):
+        if "day" in entry:
+            entry["day"] = service_spelling(entry["day"])
+    for _, act in shape.actions_in(properties):
+        policy = act.get("retryPolicy")
+        if isinstance(policy, dict) and "retryType" in policy:
+            policy["retryType"] = service_spelling(policy["retryType"])
+        for payload in ("serviceBusQueueMessage", "serviceBusTopicMessage"):
+            message = act.get(payload)
+            if not isinstance(message, dict):
+                continue
+            if "transportType" in message:
+                message["transportType"] = service_spelling(message["transportType"])
+            authentication = message.get("authentication")
+            if isinstance(authentication, dict) and "type" in authentication:
+                authentication["type"] = service_spelling(authentication["type"])

@@ -39,7 +39,8 @@ class Quota(WireModel):
 
 class JobCollectionProperties(WireModel):
     sku: Sku | None = None
-    state: CaseInsensitive("Enabled", "Disabled") | None = None  # type: ignore[valid-type]
+    # Suspended: a PUT with it was answered 201 and echoed (recorded); such a collection fires nothing.
+    state: CaseInsensitive("Enabled", "Disabled", "Suspended") | None = None  # type: ignore[valid-type]
     quota: Quota | None = None
 
     @property
