@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,6 +12,7 @@ from fastapi import FastAPI
 from scheduler_emulator import __version__
 from scheduler_emulator.api import clock as clock_api
 from scheduler_emulator.api import dashboard, emulator, history, job_collections, jobs
+from scheduler_emulator.api import resources as resources_api
 from scheduler_emulator.api.access import Authenticator, HostGuard
 from scheduler_emulator.api.classic.routes import ClassicRoute
 from scheduler_emulator.api.identity import token_service
@@ -21,8 +23,9 @@ from scheduler_emulator.at_rest import secret_key
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.loop import Dispatcher
-from scheduler_emulator.domain.clock import Clock
+from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.metrics import Metrics
+from scheduler_emulator.stepping import ClockStepper
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.secrets import SecretBox
 from scheduler_emulator.virtual_clock import VirtualClock
@@ -44,10 +47,20 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(100_000, 50, 100)
 
 
+async def stop_deployment_runs(runs: set[asyncio.Task[None]]) -> None:
+    """Stop the template deployments still running here; each records that the emulator stopped it."""
+    for task in list(runs):
+        task.cancel()
+    await asyncio.gather(*runs, return_exceptions=True)
+
+
 def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
-    """The service: ARM routes behind the ARM pipeline, over the store ``settings`` name."""
+    """The service: ARM routes behind the ARM pipeline, over the store ``settings`` name. ``clock``: the clock
+    of ``--clock real`` (default the wall clock; tests may set one); ``--clock virtual`` builds its own."""
 
     box = SecretBox(secret_key(settings))
+    virtual = VirtualClock(settings.clock_start) if settings.clock == "virtual" else None
+    clock = virtual or clock or WallClock()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -55,16 +68,16 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
         database.migrate()
         database.prepare_secrets()
         app.state.database = database
-        if settings.clock == "virtual" and not isinstance(app.state.clock, VirtualClock):
-            app.state.clock = VirtualClock(database, settings.clock_start)
-        if isinstance(app.state.clock, VirtualClock):
-            app.state.clock.load()
+        if virtual is not None:
+            await virtual.load(database)
         dispatcher = None
         if settings.dispatcher:
             actions = Actions(settings)
-            dispatcher = Dispatcher(database, app.state.clock, settings, actions, app.state.metrics)
+            dispatcher = Dispatcher(database, clock, settings, actions, app.state.metrics, stepped=virtual is not None)
             dispatcher.start()
         app.state.dispatcher = dispatcher
+        if virtual is not None and dispatcher is not None:
+            app.state.stepper = ClockStepper(virtual, dispatcher)
         tune_garbage_collector()
         try:
             yield
@@ -72,6 +85,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
             if dispatcher is not None:
                 await dispatcher.stop(settings.shutdown_grace)
                 await actions.close()
+            await stop_deployment_runs(app.state.deployment_runs)
             database.dispose()
             app.state.heavy_work.close()
 
@@ -84,14 +98,19 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
         openapi_url="/_emulator/openapi.json",
     )
     app.state.settings = settings
-    app.state.clock = clock or Clock()
+    app.state.clock = clock
+    app.state.stepper = None  # a stepping.ClockStepper under --clock virtual with a dispatcher (POST /_emulator/clock)
     app.state.metrics = Metrics()
     app.state.heavy_work = HeavyWork(settings.max_heavy_requests)
     app.state.identity = identity = token_service(settings)
+    deployment_runs: set[asyncio.Task[None]] = set()  # template deployments running here (api.resources.deployments)
+    app.state.deployment_runs = deployment_runs
     if settings.api:
         app.include_router(job_collections.router)
         app.include_router(jobs.router)
         app.include_router(history.router)
+        for router in resources_api.routers:  # the Microsoft.Resources front door (SPEC §12)
+            app.include_router(router)
         # The token service and the account endpoints az calls (they claim only their own path shapes).
         app.router.routes.append(IdentityRoute())
         app.router.routes.append(ClassicRoute())  # the classic 2014 surface (after ARM: it claims only its paths)
@@ -105,5 +124,6 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
         hosts=HostGuard(settings),
         auth=Authenticator(settings, identity),
         max_body_bytes=settings.max_body_bytes,
+        clock=clock,
     )
     return app

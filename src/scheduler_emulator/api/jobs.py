@@ -13,8 +13,11 @@ from scheduler_emulator.api.client_dialects import client_dialect, read_sent_dur
 from scheduler_emulator.api.context import in_session, in_session_locking_late, json_object, now, retry_floor
 from scheduler_emulator.api.paging import equality_filter, list_body, page_of
 from scheduler_emulator.api.rendering import job_to_wire
+from scheduler_emulator.schemas.job import JobDefinitionIn
+from scheduler_emulator.schemas.member_names import canonical_names
 from scheduler_emulator.service import collections, jobs
 from scheduler_emulator.service.collections import CollectionRef
+from scheduler_emulator.store.write_scope import WriteScope
 
 router = APIRouter()
 
@@ -33,7 +36,7 @@ def collection_ref(subscription_id: str, resource_group: str, collection_name: s
 async def create_or_replace_job(
     request: Request, subscription_id: str, resource_group: str, collection_name: str, job_name: str
 ) -> Response:
-    body = await json_object(request)
+    body = canonical_names(await json_object(request), JobDefinitionIn)  # member names in any case (SPEC §2)
     raw = body.get("properties")
     if not isinstance(raw, dict):
         raise errors.invalid_field("properties", "is required and must be a JSON object")
@@ -42,8 +45,8 @@ async def create_or_replace_job(
     read_sent_durations(raw, dialect)
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
-    def work(session: Session, locks: list[str]) -> tuple[int, dict[str, Any]]:
-        collection, job, created = jobs.put(session, ref, job_name, raw, moment, floor, locks)
+    def work(scope: WriteScope) -> tuple[int, dict[str, Any]]:
+        collection, job, created = jobs.put_locking_late(scope, ref, job_name, raw, moment=moment, floor=floor)
         return (201 if created else 200), job_to_wire(collection, job, dialect.one_job)
 
     # Writes into one collection queue on its lock: put takes it as late as it can.
@@ -55,7 +58,7 @@ async def create_or_replace_job(
 async def patch_job(
     request: Request, subscription_id: str, resource_group: str, collection_name: str, job_name: str
 ) -> Response:
-    body = await json_object(request)
+    body = canonical_names(await json_object(request), JobDefinitionIn)  # member names in any case (SPEC §2)
     patch = body.get("properties", {})
     if patch is not None and not isinstance(patch, dict):
         raise errors.invalid_field("properties", "must be a JSON object")
@@ -66,7 +69,7 @@ async def patch_job(
 
     def work(session: Session) -> dict[str, Any]:
         collection = collections.get(session, ref)
-        job = jobs.patch(session, collection, job_name, patch or {}, moment, floor)
+        job = jobs.patch(session, collection, job_name, patch or {}, moment=moment, floor=floor)
         return job_to_wire(collection, job, dialect.one_job)
 
     return JSONResponse(await in_session(request, work, wake=True))

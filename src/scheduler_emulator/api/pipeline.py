@@ -9,7 +9,8 @@
 4. URL length    — at most 2048 characters (SPEC §8);
 5. path casing   — literal ARM segments (``resourcegroups``, ``JOBCOLLECTIONS``…) are matched
                    case-insensitively by rewriting them to their canonical spelling before routing;
-6. api-version   — required and checked on every ARM path;
+6. api-version   — required and checked on every ARM path: the Scheduler's three on its paths, any
+                   date-shaped one on the Microsoft.Resources front door's (SPEC §12);
 7. names         — subscription, resource group, collection and job segments follow the name rules
                    (SPEC §2): 400 ``InvalidResourceName`` on a PUT (it would create them), else 404, so
                    ``.``, ``..``, NUL, newline, ``?``, ``#``, backslash never reach a resource;
@@ -18,6 +19,8 @@
                    ``ANY_CONTENT_TYPE`` (e.g. classic routes) opt out; body-less requests may omit it;
 9. body size     — a declared Content-Length over ``--max-body-bytes`` is refused before it is read
                    (a body without one is counted while read, see ``context.json_object``);
+10. clock        — the scheduling clock catches up (``Clock.refresh``: a virtual clock another process moved),
+                   off the event loop, so handlers read it without a database call (``context.now``);
 then the FastAPI handlers, whose errors are rendered by ``install_error_handlers``.
 """
 
@@ -38,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.access import OPEN_PATHS, Authenticator, HostGuard
+from scheduler_emulator.domain.clock import Clock, WallClock
 
 log = logging.getLogger("scheduler_emulator.api")
 access_log = logging.getLogger("scheduler_emulator.access")
@@ -52,22 +56,27 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 # Subscriptions and resource groups exist implicitly; Azure allows parentheses in resource group names.
 _SCOPE_NAME = re.compile(r"^[A-Za-z0-9_(][A-Za-z0-9_.()-]{0,99}$")
 
-# Position → accepted canonical spellings, for each shape of ARM path (keyed by segment 2).
+# Position → accepted canonical spellings, for each shape of ARM path (keyed by segment 2). The Scheduler's
+# paths and the Microsoft.Resources front door's (SPEC §12) share the shapes: a segment is rewritten only
+# when it matches one of its position's spellings.
 _SUBSCRIPTION_SCOPE: dict[int, tuple[str, ...]] = {
     0: ("subscriptions",),
     2: ("providers",),
-    3: ("Microsoft.Scheduler",),
-    4: ("jobCollections",),
+    3: ("Microsoft.Scheduler", "Microsoft.Resources"),
+    4: ("jobCollections", "register", "unregister"),
 }
 _RESOURCE_GROUP_SCOPE: dict[int, tuple[str, ...]] = {
     0: ("subscriptions",),
     2: ("resourceGroups",),
-    4: ("providers",),
-    5: ("Microsoft.Scheduler",),
-    6: ("jobCollections",),
-    8: ("jobs", "enable", "disable"),
+    4: ("providers", "resources", "deployments"),
+    5: ("Microsoft.Scheduler", "Microsoft.Resources"),
+    6: ("jobCollections", "deployments", "operations"),
+    8: ("jobs", "enable", "disable", "operationStatuses", "cancel", "validate", "exportTemplate", "operations"),
     10: ("run", "history"),
 }
+_OTHER_SUBSCRIPTION_SCOPE: dict[int, tuple[str, ...]] = {0: ("subscriptions",), 2: ("resources", "operationresults")}
+# api-version on the front door's paths: any date-shaped value (SPEC §12).
+_DATED_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}(-(preview|beta|alpha|privatepreview))?$", re.IGNORECASE)
 
 
 def canonical_arm_path(path: str) -> str | None:
@@ -78,6 +87,8 @@ def canonical_arm_path(path: str) -> str | None:
     shapes: dict[str, dict[int, tuple[str, ...]]] = {
         "providers": _SUBSCRIPTION_SCOPE,
         "resourcegroups": _RESOURCE_GROUP_SCOPE,
+        "resources": _OTHER_SUBSCRIPTION_SCOPE,
+        "operationresults": _OTHER_SUBSCRIPTION_SCOPE,
     }
     shape = shapes.get(segments[2].lower())
     if shape is None:
@@ -90,6 +101,14 @@ def canonical_arm_path(path: str) -> str | None:
     return "/" + "/".join(segments)
 
 
+def is_scheduler_path(segments: list[str]) -> bool:
+    """A canonical path under Microsoft.Scheduler's resources (its own three api-versions apply); every other
+    ARM path belongs to the Microsoft.Resources front door."""
+    if segments[2] == "providers":
+        return len(segments) > 4 and segments[3] == "Microsoft.Scheduler" and segments[4] == "jobCollections"
+    return len(segments) > 6 and segments[4] == "providers" and segments[5] == "Microsoft.Scheduler"
+
+
 def valid_name(name: str) -> bool:
     """A job collection or job name: 1–100 letters, digits, ``-``, ``_``, ``.``; starts with a letter or
     digit, does not end with ``.`` (SPEC §2)."""
@@ -100,7 +119,11 @@ def _name_error(segments: list[str], method: str) -> errors.ArmError | None:
     """Step 7 on a canonical ARM path's segments."""
     kinds: list[tuple[int, str, re.Pattern[str]]] = [(1, "subscription", _SCOPE_NAME)]
     if len(segments) > 2 and segments[2] == "resourceGroups":
-        kinds += [(3, "resource group", _SCOPE_NAME), (7, "job collection", _NAME), (9, "job", _NAME)]
+        kinds.append((3, "resource group", _SCOPE_NAME))
+        if is_scheduler_path(segments):
+            kinds += [(7, "job collection", _NAME), (9, "job", _NAME)]
+        elif len(segments) > 7 and segments[6] == "deployments":
+            kinds.append((7, "deployment", _NAME))
     for position, kind, rule in kinds:
         if position >= len(segments):
             break
@@ -136,7 +159,7 @@ def _content_type_error(scope: Scope, headers: dict[str, str], arm: bool) -> err
 
 
 class ArmPipeline:
-    """Pure ASGI middleware implementing steps 1–9 above (2 and 3 only when given their guards)."""
+    """Pure ASGI middleware implementing steps 1–10 above (2 and 3 only when given their guards)."""
 
     def __init__(
         self,
@@ -144,8 +167,10 @@ class ArmPipeline:
         hosts: HostGuard | None = None,
         auth: Authenticator | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        clock: Clock | None = None,
     ) -> None:
         self.app = app
+        self.clock = clock or WallClock()
         self.hosts = hosts
         self.auth = auth
         self.max_body_bytes = max_body_bytes
@@ -176,6 +201,7 @@ class ArmPipeline:
             await error.response()(scope, receive, send_with_ids)
             self._observe(scope, request_id, error.status, time.perf_counter() - began)
             return
+        await self._refresh_clock()
         started = False
 
         async def send_tracking(message: Message) -> None:
@@ -223,6 +249,14 @@ class ArmPipeline:
             metrics.requests.labels(route, method, str(status)).inc()
             metrics.request_seconds.labels(route).observe(seconds)
 
+    async def _refresh_clock(self) -> None:
+        """Step 10. If the store cannot answer, the last known time stands: the handler's own store call reports
+        the outage in the surface's shape (and health answers without one)."""
+        try:
+            await self.clock.refresh()
+        except Exception as exc:  # noqa: BLE001 - see above
+            log.debug("the clock could not catch up: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
     async def _guard(self, scope: Scope, headers: dict[str, str]) -> errors.ArmError | None:
         """Steps 2 and 3: the Host guard, then authentication."""
         if self.hosts is not None and (error := self.hosts.check(headers.get("host"))) is not None:
@@ -244,9 +278,13 @@ class ArmPipeline:
             versions = parse_qs(query.decode("latin-1"), keep_blank_values=True).get("api-version")
             if not versions or not versions[0]:
                 return errors.missing_api_version()
-            if versions[0] not in errors.ACCEPTED_API_VERSIONS:
-                return errors.invalid_api_version(versions[0])
-            name_error = _name_error(canonical.strip("/").split("/"), scope.get("method", ""))
+            segments = canonical.strip("/").split("/")
+            if is_scheduler_path(segments):
+                if versions[0] not in errors.ACCEPTED_API_VERSIONS:
+                    return errors.invalid_api_version(versions[0])
+            elif not _DATED_VERSION.match(versions[0]):
+                return errors.invalid_api_version(versions[0], accepted="a date such as 2024-03-01")
+            name_error = _name_error(segments, scope.get("method", ""))
             if name_error is not None:
                 return name_error
         content_type_error = _content_type_error(scope, headers, canonical is not None)

@@ -72,6 +72,6 @@ def display_location(location: str) -> str:
     return _BY_KEY.get(location.replace(" ", "").lower(), location)
 
 
-def region_names() -> list[tuple[str, str]]:
-    """Every known region as ``(short name, display name)``: ``("westus", "West US")``."""
-    return list(_BY_KEY.items())
+def known_display_names() -> tuple[str, ...]:
+    """Every region this module knows, by display name."""
+    return tuple(_DISPLAY_NAMES)

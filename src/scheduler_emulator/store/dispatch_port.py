@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.domain import recurrence as rec
-from scheduler_emulator.domain.clock import Clock
+from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.domain.due import Skipped, due_occurrence
 from scheduler_emulator.domain.occurrences import Finish, finish_occurrence, is_series_instant
 from scheduler_emulator.domain.states import JobState, OccurrenceOutcome
@@ -61,8 +61,8 @@ class DispatchStore:
     ) -> None:
         self.database = database
         self.owner = owner
-        self.clock = clock or Clock()  # scheduling time (virtual under --clock virtual)
-        self.wall = wall or Clock()  # real time: heartbeats and leases, which a virtual clock must not expire
+        self.clock = clock or WallClock()  # scheduling time (virtual under --clock virtual)
+        self.wall = wall or WallClock()  # real time: heartbeats and leases, which a virtual clock must not expire
         self.history_max_entries = history_max_entries
         self._definitions = _Definitions(definitions_cache)
         postgresql = database.dialect == "postgresql"
@@ -408,7 +408,7 @@ class DispatchStore:
         with self.database.session() as session:
             return sql.next_due_time(session)
 
-    def wakeups(self, on_wake: Callable[[], None]) -> PostgresWakeups | None:
+    def wakeups(self, on_wake: Callable[[datetime | None], None]) -> PostgresWakeups | None:
         """A listener calling ``on_wake`` whenever another process announces a change (PostgreSQL's LISTEN);
         None where the database cannot announce (SQLite: its one process wakes its dispatcher in-process)."""
         return PostgresWakeups(self.database.url, on_wake) if self.listens else None

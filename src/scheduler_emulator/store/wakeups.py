@@ -7,19 +7,22 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from datetime import datetime
 
 import psycopg
 from sqlalchemy.engine import make_url
 
-from scheduler_emulator.store.dispatching import WAKE_CHANNEL
+from scheduler_emulator.store.dispatching import WAKE_CHANNEL, wake_payload
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
 
 
 class PostgresWakeups:
-    """Calls ``on_wake`` for every notification; reconnects (after a pause) when the connection is lost."""
+    """Calls ``on_wake`` for every notification, with the time before which the change makes nothing due when
+    the notification says (dispatching.announce_change), else None; reconnects (after a pause) when the
+    connection is lost."""
 
-    def __init__(self, database_url: str, on_wake: Callable[[], None]) -> None:
+    def __init__(self, database_url: str, on_wake: Callable[[datetime | None], None]) -> None:
         url = make_url(database_url).set(drivername="postgresql")
         self.conninfo = url.render_as_string(hide_password=False)
         self.on_wake = on_wake
@@ -45,9 +48,9 @@ class PostgresWakeups:
                     await connection.execute(f"LISTEN {WAKE_CHANNEL}")
                     self.connected.set()
                     pause = 0.5
-                    self.on_wake()  # anything announced while we were not listening
-                    async for _ in connection.notifies():
-                        self.on_wake()
+                    self.on_wake(None)  # anything announced while we were not listening
+                    async for notification in connection.notifies():
+                        self.on_wake(wake_payload(notification.payload))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure: reconnect, polling covers the gap

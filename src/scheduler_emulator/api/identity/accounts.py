@@ -19,7 +19,7 @@ from scheduler_emulator.api import errors
 from scheduler_emulator.api.identity.endpoints import base_url, service
 from scheduler_emulator.api.identity.principals import DEFAULT_SUBSCRIPTION, DEFAULT_TENANT
 from scheduler_emulator.api.identity.tokens import MANAGEMENT_AUDIENCES
-from scheduler_emulator.domain.regions import region_names
+from scheduler_emulator.domain.regions import known_display_names
 
 # The front door's api-version rule (SPEC §12): any date, optionally -preview; clients pin many.
 _API_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}(-preview)?$")
@@ -117,7 +117,8 @@ async def list_locations(request: Request, subscription_id: str) -> Response:
             "regionalDisplayName": display,
             "metadata": {"regionType": "Physical", "regionCategory": "Other"},
         }
-        for name, display in region_names()
+        for display in known_display_names()
+        for name in [display.replace(" ", "").lower()]  # westus, as ARM names a region
     ]
     return JSONResponse({"value": value})
 
