@@ -92,26 +92,32 @@ def _environment(az: Path) -> dict[str, str]:
     return env
 
 
-def test_the_readme_cli_steps_run_as_written(
-    az: Path, started: Started, tmp_path: Path
-) -> None:
+def test_the_readme_cli_steps_run_as_written(az: Path, started: Started, tmp_path: Path) -> None:
     target = TargetServer().start()
     try:
+        # The README's template, saved as scheduler.json in the folder the commands run in.
+        (tmp_path / "scheduler.json").write_text(
+            readme_block("azure-cli-template").replace(README_TARGET, target.url("/ping"))
+        )
         script = (
             readme_block("azure-cli-snippet")
             .replace("$HOME/.azure-scheduler-emulator", str(tmp_path / "az-profile"))
             .replace("$PWD/data/tls/cert.pem", str(started.server.cert_path))
             .replace(README_URL, started.server.url)
-            .replace(README_TARGET, target.url("/ping"))
         )
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", script],
             capture_output=True,
             text=True,
             env=_environment(az),
+            cwd=tmp_path,
             timeout=300,
         )
         assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n{started.server.log_tail()}"
+        # az resource list's table names the collection and its job.
+        listed = [line.split() for line in done.stdout.splitlines()]
+        assert ["my-jobs", "my-service", "westus", "Microsoft.Scheduler/jobCollections"] in listed, done.stdout
+        assert ["my-jobs/ping", "my-service", "Microsoft.Scheduler/jobCollections/jobs"] in listed, done.stdout
         # The job fired (its first occurrence is due at once, and it was run now) at the local target.
         received = target.wait_for(1, timeout=30, path="/ping")
         assert all(request.method == "POST" and request.text == "hello" for request in received)
@@ -121,6 +127,12 @@ def test_the_readme_cli_steps_run_as_written(
     account = json.loads(cli.run("account", "show").stdout)
     assert account["id"] == ALL_ZERO and account["tenantId"] == started.tenant
     assert account["user"] == {"name": started.client_id, "type": "servicePrincipal"}
+    group = json.loads(cli.run("group", "show", "-n", "my-service").stdout)
+    assert group["location"] == "westus" and group["properties"]["provisioningState"] == "Succeeded"
+    provider = json.loads(cli.run("provider", "show", "-n", "Microsoft.Scheduler").stdout)
+    assert provider["registrationState"] == "Registered"
+    deployment = json.loads(cli.run("deployment", "group", "show", "-g", "my-service", "-n", "scheduler").stdout)
+    assert deployment["properties"]["provisioningState"] == "Succeeded"
     # What the commands made, seen through the SDK with azure-identity's credential.
     credential = ClientSecretCredential(
         started.tenant,
@@ -132,7 +144,8 @@ def test_the_readme_cli_steps_run_as_written(
     )
     with credential, scheduler_sdk(started.server, credential, ALL_ZERO) as sdk:
         job = sdk.jobs.get("my-service", "my-jobs", "ping")
-        assert job.properties.recurrence.frequency == "Minute" and job.properties.recurrence.interval == 5
+        # Enumerations are answered as the real service wrote them (lower case; README, "Differences from Azure").
+        assert job.properties.recurrence.frequency.lower() == "minute" and job.properties.recurrence.interval == 5
         history = list(sdk.jobs.list_job_history("my-service", "my-jobs", "ping"))
         assert history and history[0].properties.status == "Completed"
 
