@@ -168,6 +168,7 @@ SLOW_MODULES_FIRST = (
     "tests/e2e/test_classic_clients.py",
     "tests/e2e/test_secrets_at_rest.py",
     "tests/e2e/test_observability.py",
+    "tests/e2e/test_azure_cli.py",  # 30 s; the first run installs azure-cli first (75-170 s)
 )
 
 

@@ -34,28 +34,36 @@ REQUIREMENTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def env_dir(version: str) -> Path:
-    """Where the environment of client ``version`` lives, keyed by its requirements."""
-    key = "\n".join((f"python{sys.version_info[0]}.{sys.version_info[1]}", *REQUIREMENTS[version]))
-    return ROOT / f"{version}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+def env_dir(version: str, root: Path = ROOT, requirements: tuple[str, ...] | None = None) -> Path:
+    """Where the environment of client ``version`` lives under ``root``, keyed by its requirements."""
+    pins = REQUIREMENTS[version] if requirements is None else requirements
+    key = "\n".join((f"python{sys.version_info[0]}.{sys.version_info[1]}", *pins))
+    return root / f"{version}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def _create(version: str) -> Path:
     """The environment's python, created first if needed; RuntimeError with pip's output otherwise."""
-    target = env_dir(version)
+    return create_env(version, REQUIREMENTS[version], ROOT)
+
+
+def create_env(name: str, requirements: tuple[str, ...], root: Path) -> Path:
+    """The python of a virtual environment named ``name`` under ``root`` holding ``requirements`` (pip
+    from PyPI), created first if needed, serialised with a lock file; RuntimeError with pip's output
+    otherwise. Also used for the Azure CLI's environment (tests/azure_cli.py)."""
+    target = env_dir(name, root, requirements)
     python = target / "bin" / "python"
     ready = target / ".ready"
     if ready.exists():
         return python
-    ROOT.mkdir(exist_ok=True)
-    with open(ROOT / f"{target.name}.lock", "w") as lock:
+    root.mkdir(exist_ok=True)
+    with open(root / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another run may be creating it: wait, then reuse
         if ready.exists():
             return python
         shutil.rmtree(target, ignore_errors=True)  # a half-made one from an interrupted run
         steps = (
             [sys.executable, "-m", "venv", str(target)],
-            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *REQUIREMENTS[version]],
+            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
         )
         for step in steps:
             try:
@@ -65,7 +73,7 @@ def _create(version: str) -> Path:
             if done.returncode != 0:
                 output = (done.stdout + done.stderr).strip().splitlines()[-15:]
                 raise RuntimeError(f"'{' '.join(step)}' failed:\n" + "\n".join(output))
-        ready.write_text("\n".join(REQUIREMENTS[version]) + "\n")
+        ready.write_text("\n".join(requirements) + "\n")
     return python
 
 

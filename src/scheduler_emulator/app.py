@@ -15,6 +15,8 @@ from scheduler_emulator.api import dashboard, emulator, history, job_collections
 from scheduler_emulator.api import resources as resources_api
 from scheduler_emulator.api.access import Authenticator, HostGuard
 from scheduler_emulator.api.classic.routes import ClassicRoute
+from scheduler_emulator.api.identity import token_service
+from scheduler_emulator.api.identity.routes import IdentityRoute
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
 from scheduler_emulator.api.preview import HeavyWork
 from scheduler_emulator.at_rest import secret_key
@@ -100,6 +102,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.state.stepper = None  # a stepping.ClockStepper under --clock virtual with a dispatcher (POST /_emulator/clock)
     app.state.metrics = Metrics()
     app.state.heavy_work = HeavyWork(settings.max_heavy_requests)
+    app.state.identity = identity = token_service(settings)
     deployment_runs: set[asyncio.Task[None]] = set()  # template deployments running here (api.resources.deployments)
     app.state.deployment_runs = deployment_runs
     if settings.api:
@@ -108,6 +111,8 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
         app.include_router(history.router)
         for router in resources_api.routers:  # the Microsoft.Resources front door (SPEC §12)
             app.include_router(router)
+        # The token service and the account endpoints az calls (they claim only their own path shapes).
+        app.router.routes.append(IdentityRoute())
         app.router.routes.append(ClassicRoute())  # the classic 2014 surface (after ARM: it claims only its paths)
     app.include_router(emulator.router)
     app.include_router(clock_api.router)
@@ -118,7 +123,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.add_middleware(
         ArmPipeline,
         hosts=HostGuard(settings),
-        auth=Authenticator(settings),
+        auth=Authenticator(settings, identity),
         max_body_bytes=settings.max_body_bytes,
         clock=clock,
     )

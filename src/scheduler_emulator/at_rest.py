@@ -24,7 +24,14 @@ def make_files_private() -> None:
 
 # What the service keeps in its data directory (and only that is tightened: the directory may hold the
 # operator's own files too).
-OWN_FILES = ("scheduler.db", "scheduler.db-wal", "scheduler.db-shm", "scheduler.db-journal", "secret.key")
+OWN_FILES = (
+    "scheduler.db",
+    "scheduler.db-wal",
+    "scheduler.db-shm",
+    "scheduler.db-journal",
+    "secret.key",
+    "token-signing-key.pem",
+)
 OWN_TLS_FILES = ("cert.pem", "key.pem")
 
 

@@ -16,6 +16,7 @@ LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 LogFormat = Literal["auto", "json", "text"]
 DurationFormat = Literal["auto", "echo", "iso", "timespan"]
 ClockMode = Literal["real", "virtual"]
+AuthChoice = Literal["issued"]
 ForeignResources = Literal["refuse", "inert"]
 
 
@@ -113,6 +114,27 @@ class Settings(BaseSettings):
     )
     auth_audience: str | None = Field(None, description="The 'aud' a JWT must carry (with --auth-jwks).")
     auth_issuer: str | None = Field(None, description="The 'iss' a JWT must carry (with --auth-jwks; optional).")
+    auth: AuthChoice | None = Field(
+        None,
+        description="issued: require a token issued by this server's own token service (SPEC §13) on every request "
+        "but health, the dashboard's page, the token service and /metadata/endpoints.",
+    )
+    # --- the local token service (SPEC §13) ---
+    principals: SecretStr | None = Field(
+        None,
+        description="Service principals the token service issues tokens to: CLIENT_ID:SECRET[:TENANT[:SUBSCRIPTION]], "
+        "separated by commas or spaces (no TENANT: any tenant; no SUBSCRIPTION: the all-zero one).",
+    )
+    principals_file: Path | None = Field(
+        None,
+        description="A JSON file of service principals: {\"principals\": [{\"clientId\", \"secret\"?, \"certificate\"? "
+        "(a PEM file, relative to this one), \"tenant\"?, \"subscription\"?, \"displayName\"?}]}.",
+    )
+    token_signing_key_file: Path | None = Field(
+        None,
+        description="The RSA key (PEM) the token service signs with (created 0600 on first use; default "
+        "DATA_DIR/token-signing-key.pem). Processes that accept each other's tokens share it.",
+    )
     outbound_deny: str = Field(
         DEFAULT_DENY,
         description="CIDR ranges jobs' HTTP actions (their redirects and OAuth token requests) may not connect to, "
@@ -187,6 +209,12 @@ class Settings(BaseSettings):
             raise ValueError("--auth-token and --auth-jwks cannot be used together: choose one")
         if self.auth_jwks and not self.auth_audience:
             raise ValueError("--auth-jwks needs --auth-audience (the 'aud' tokens must carry)")
+        if self.auth == "issued" and (self.auth_token is not None or self.auth_jwks):
+            raise ValueError("--auth issued cannot be combined with --auth-token or --auth-jwks: choose one")
+        if self.auth == "issued" and not (
+            (self.principals and self.principals.get_secret_value().strip()) or self.principals_file
+        ):
+            raise ValueError("--auth issued needs a principal to sign in with: --principal or --principals-file")
         if (self.auth_audience or self.auth_issuer) and not self.auth_jwks:
             raise ValueError("--auth-audience and --auth-issuer only apply with --auth-jwks")
         if self.clock_start is not None:
@@ -226,7 +254,9 @@ class Settings(BaseSettings):
 
     @property
     def auth_mode(self) -> str:
-        """``none``, ``token`` or ``jwt``: how inbound requests are authenticated (reported by health)."""
+        """``none``, ``token``, ``jwt`` or ``issued``: how inbound requests are authenticated (reported by health)."""
+        if self.auth == "issued":
+            return "issued"
         if self.auth_token is not None:
             return "token"
         return "jwt" if self.auth_jwks else "none"
@@ -342,6 +372,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--auth-jwks", metavar="FILE_OR_URL", help=describe("auth_jwks"))
     parser.add_argument("--auth-audience", metavar="AUD", help=describe("auth_audience"))
     parser.add_argument("--auth-issuer", metavar="ISS", help=describe("auth_issuer"))
+    parser.add_argument("--auth", choices=list(get_args(AuthChoice)), help=describe("auth"))
+    parser.add_argument(
+        "--principal",
+        action="append",
+        metavar="CLIENT_ID:SECRET[:TENANT[:SUBSCRIPTION]]",
+        help=describe("principals").replace(", separated by commas or spaces", "")
+        + " Repeatable. A secret on the command line shows in the process list: prefer SCHEDULER_PRINCIPALS or "
+        "--principals-file.",
+    )
+    parser.add_argument("--principals-file", type=Path, metavar="FILE", help=describe("principals_file"))
+    parser.add_argument(
+        "--token-signing-key-file", type=Path, metavar="FILE", help=describe("token_signing_key_file")
+    )
     parser.add_argument("--outbound-deny", metavar="CIDRS", help=describe("outbound_deny"))
     parser.add_argument("--outbound-allow", metavar="CIDRS", help=describe("outbound_allow"))
     parser.add_argument("--secret-key-file", type=Path, metavar="FILE", help=describe("secret_key_file"))
@@ -364,6 +407,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
     for repeated, field in (
         ("storage_endpoint", "storage_endpoints"),
         ("servicebus_endpoint", "servicebus_endpoints"),
+        ("principal", "principals"),
         ("arm_site_host", "arm_site_hosts"),
     ):
         values = args.pop(repeated)

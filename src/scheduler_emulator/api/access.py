@@ -1,5 +1,6 @@
 """Who may use the API (SPEC §11): the Host guard against DNS rebinding and inbound authentication
-(none, a shared bearer token, or JWTs signed by a key of a JWKS)."""
+(none, a shared bearer token, JWTs signed by a key of a JWKS, or tokens issued by the local token service,
+SPEC §13)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import Any
 import jwt
 
 from scheduler_emulator.api import errors
+from scheduler_emulator.api.identity import paths as identity_paths
+from scheduler_emulator.api.identity.tokens import InvalidToken, TokenService
 from scheduler_emulator.config import ConfigError, Settings
 
 log = logging.getLogger("scheduler_emulator.api")
@@ -70,8 +73,10 @@ class HostGuard:
 class Authenticator:
     """Checks the ``Authorization`` header of a request according to the settings' auth mode."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, issued: TokenService | None = None) -> None:
+        """``issued``: the token service whose tokens ``--auth issued`` accepts (needed in that mode)."""
         self.mode = settings.auth_mode
+        self._issued = issued
         self._token = settings.auth_token.get_secret_value().encode() if settings.auth_token else b""
         self._audience = settings.auth_audience
         self._issuer = settings.auth_issuer
@@ -79,7 +84,7 @@ class Authenticator:
 
     async def check(self, path: str, authorization: str | None) -> errors.ArmError | None:
         """None when the request may proceed, else the 401 to answer with (the caller lets health through)."""
-        if self.mode == "none":
+        if self.mode == "none" or identity_paths.is_open(path):  # a client has no token before it signs in
             return None
         scheme, _, credential = (authorization or "").strip().partition(" ")
         credential = credential.strip()
@@ -90,6 +95,13 @@ class Authenticator:
             if hmac.compare_digest(credential.encode(), self._token):
                 return None
             return errors.authentication_failed("The bearer token is not valid.")
+        if self.mode == "issued":
+            assert self._issued is not None
+            try:
+                self._issued.verify(credential)  # our own key, in memory: quick enough for the event loop
+            except InvalidToken as exc:
+                return errors.authentication_failed(exc.message, code=exc.code)
+            return None
         try:
             await asyncio.to_thread(self._verify_jwt, credential)  # a JWKS URL may be fetched: not on the loop
         except (jwt.PyJWTError, ValueError, TypeError) as exc:  # a key of the wrong type raises plain errors

@@ -123,9 +123,10 @@ def url_too_long(length: int, limit: int) -> ArmError:
     )
 
 
-def authentication_failed(reason: str) -> ArmError:
-    """401 for a request without valid credentials (only when the operator turned inbound auth on)."""
-    return ArmError(401, "AuthenticationFailed", reason, headers={"WWW-Authenticate": "Bearer"})
+def authentication_failed(reason: str, code: str = "AuthenticationFailed") -> ArmError:
+    """401 for a request without valid credentials (only when the operator turned inbound auth on); ``code``
+    one of ARM's (``ExpiredAuthenticationToken``, ``InvalidAuthenticationTokenAudience``…) when it says more."""
+    return ArmError(401, code, reason, headers={"WWW-Authenticate": "Bearer"})
 
 
 def host_not_allowed(host: str) -> ArmError:

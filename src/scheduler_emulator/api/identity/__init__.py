@@ -1,0 +1,25 @@
+"""The local token service (SPEC §13) and the account endpoints the Azure CLI calls around logging in:
+``principals`` (who may sign in), ``signing`` (the key), ``tokens`` (issuing and checking), ``entra`` (its
+error shape), ``endpoints`` and ``accounts`` (the HTTP handlers), ``routes`` (which path reaches which)."""
+
+from __future__ import annotations
+
+from scheduler_emulator.api.identity.principals import load_principals
+from scheduler_emulator.api.identity.signing import KEY_FILE_NAME, SigningKey
+from scheduler_emulator.api.identity.tokens import TokenService
+from scheduler_emulator.config import Settings
+
+
+def token_service(settings: Settings) -> TokenService:
+    """The token service ``settings`` describe; ConfigError when a principal or the key cannot be read. The key
+    is read at once with ``--auth issued`` (a bad key file stops start-up), else on first use."""
+    principals = load_principals(
+        settings.principals.get_secret_value() if settings.principals else None, settings.principals_file
+    )
+    key = SigningKey(settings.token_signing_key_file or settings.data_dir / KEY_FILE_NAME)
+    if settings.auth_mode == "issued":
+        key.load()
+    return TokenService(principals, key)
+
+
+__all__ = ["token_service"]
