@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import JSON, Engine, Table, create_engine, event, insert, select, text, type_coerce, update
+from sqlalchemy import JSON, Connection, Engine, Table, create_engine, event, insert, select, text, type_coerce, update
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
@@ -53,6 +53,23 @@ def _ping_when_idle(engine: Engine) -> None:
                 raise DisconnectionError(str(exc)) from exc
 
 
+MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('scheduler-emulator:migrations'))"
+
+
+def hold_migration_lock(connection: Connection) -> None:
+    """On PostgreSQL, take the migrations' advisory lock for the rest of ``connection``'s transaction (the upgrade
+    and its commit), waiting as long as another process holds it, and lift this session's time bounds for that
+    transaction: a migration (and a wait for another's) may take longer than a dispatcher's statement. Without
+    the lock, processes started together on an empty database each ran ``CREATE TABLE alembic_version`` and all
+    but one crashed on PostgreSQL's unique index of type names (issue 29). Elsewhere (SQLite: one process) a
+    no-op."""
+    if connection.dialect.name != "postgresql":
+        return
+    for name in ("lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout"):
+        connection.exec_driver_sql(f"SET LOCAL {name} = 0")
+    connection.exec_driver_sql(MIGRATION_LOCK)
+
+
 class Database:
     """Owns the engine and hands out sessions; applies migrations with :meth:`migrate`."""
 
@@ -91,10 +108,13 @@ class Database:
             yield session
 
     def migrate(self) -> None:
-        """Bring the schema to the newest Alembic revision."""
+        """Bring the schema to the newest Alembic revision. On PostgreSQL the whole upgrade holds one
+        advisory lock (see hold_migration_lock): processes started together on an empty database take turns,
+        the first creates the schema and the others find it at the newest revision."""
         config = Config()
         config.set_main_option("script_location", str(migrations_dir()))
         with self._lock or nullcontext(), self.engine.begin() as connection:
+            hold_migration_lock(connection)
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
