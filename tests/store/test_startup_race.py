@@ -19,8 +19,9 @@ import psycopg
 import pytest
 from conftest import TEST_SECRET_KEY, EmulatorPool, PostgresDatabase, ServerProcess, require_postgres
 
+LONG = os.environ.get("SCHEDULER_FAULTS_LONG", "") not in ("", "0")  # make faults
 PROCESSES = 4
-ROUNDS = 4
+ROUNDS = 20 if LONG else 4
 
 # What the server does at start (cli.check_secret_key, then the app's lifespan), once a barrier file exists.
 START = """
