@@ -43,6 +43,7 @@ CLAIM_BATCH = 200
 # locked by another transaction (another dispatcher's claim, an API write; a frozen process's until PostgreSQL
 # ends its session). Without it the loop would spin, claiming nothing, for as long as the lock is held.
 LOCKED_RETRY = 0.1
+HEARTBEAT_RETRY = 0.25  # seconds between heartbeats while they fail
 TIMER_RESOLUTION = 0.001  # seconds: the event loop's (uvloop's) timers count whole milliseconds
 
 
@@ -401,12 +402,18 @@ class Dispatcher:
         """Keep this process registered as alive; that keeps every lease it holds, whatever their number,
         with one single-row UPDATE a third of a lease apart."""
         interval = self.lease.total_seconds() / 3
+        pause = interval
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(pause)
             try:
                 await self._beat()
-            except Exception as exc:  # noqa: BLE001 - the next beat tries again
+                pause = interval
+            except Exception as exc:  # noqa: BLE001 - the next beat tries again, soon
                 log.warning("dispatcher heartbeat failed: %s", str(exc).splitlines()[0])
+                # The database is away (a restart, a failover): beat again as soon as it is back, not a third of
+                # a lease later, or the leases could run out just after the outage while this process lives and
+                # its occurrences in flight would be taken over and fired twice.
+                pause = min(interval, HEARTBEAT_RETRY)
 
     # -- retention --------------------------------------------------------------------------------
 

@@ -115,4 +115,4 @@ async def patiently(write: Callable[[], Any], stopping: asyncio.Event) -> Any:
             log.warning("database unavailable while recording; retrying in %.1f s", pause)
             await asyncio.sleep(pause)
             waited += pause
-            pause = min(pause * 2, 5.0)
+            pause = min(pause * 2, 1.0)  # recorded within a second of the database's return

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.domain import recurrence as rec
@@ -435,7 +436,9 @@ class DispatchStore:
         bounds = self.database.bounds
         parameters: dict[str, Any] = {}
         if bounds is not None:  # a listener cut off by a partition is noticed, and replaced, as fast as the rest
-            parameters = {**bounds.client_parameters(), "options": bounds.server_options()}
+            given = make_url(self.database.url).query.get("options")  # the operator's (in the URL) win
+            options = f"{bounds.server_options()} {given}" if isinstance(given, str) and given else None
+            parameters = {**bounds.client_parameters(), "options": options or bounds.server_options()}
         return PostgresWakeups(self.database.url, on_wake, parameters)
 
     # -- housekeeping ---------------------------------------------------------------------------------
