@@ -39,6 +39,7 @@ from scheduler_emulator.store.models import JobRow, OccurrenceRow
 
 LONG = os.environ.get("SCHEDULER_FAULTS_LONG", "") not in ("", "0")
 PARAMS = {"api-version": API}
+PER_COLLECTION = 500  # jobs the writer puts in one collection (a P20Premium collection holds 1,000)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,31 @@ class Writer:
     refused: Counter[str] = field(default_factory=Counter)
     stop: threading.Event = field(default_factory=threading.Event)
 
+    collections: list[Names] = field(default_factory=list)
+
+    def _new_collection(self) -> None:
+        names = Names(subscription=self.names.subscription)
+        for _ in range(600):  # bounded: the API may be restarting
+            try:
+                with httpx.Client(base_url=self.url(), timeout=10) as client:
+                    created = client.put(
+                        names.collection_path,
+                        params=PARAMS,
+                        json={"location": "westus", "properties": {"sku": {"name": "P20Premium"}}},
+                    )
+                if created.status_code in (200, 201):
+                    self.collections.append(names)
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("could not create a job collection")
+
+    def job_path(self, name: str) -> str:
+        """The job ``name``'s path: in the collection that was current when it was written."""
+        index = int(name[1:]) // PER_COLLECTION
+        return self.collections[index].job_path(name)
+
     def run(self) -> None:
         body = {
             "properties": {
@@ -99,20 +125,16 @@ class Writer:
                 "action": {"type": "Http", "request": {"uri": "http://127.0.0.1:9/never", "method": "GET"}},
             }
         }
-        with httpx.Client(base_url=self.url(), timeout=10) as client:
-            created = client.put(
-                self.names.collection_path,
-                params=PARAMS,
-                json={"location": "westus", "properties": {"sku": {"name": "P20Premium"}}},
-            )
-            assert created.status_code == 201, created.text
+        self._new_collection()
         for index in range(100_000):
             if self.stop.is_set():
                 return
+            if index and index % PER_COLLECTION == 0:  # under the plan's job quota
+                self._new_collection()
             name = f"w{index}"
             try:
                 with httpx.Client(base_url=self.url(), timeout=10) as client:
-                    status = client.put(self.names.job_path(name), params=PARAMS, json=body).status_code
+                    status = client.put(self.collections[-1].job_path(name), params=PARAMS, json=body).status_code
             except httpx.HTTPError as exc:
                 self.refused[type(exc).__name__] += 1
                 time.sleep(0.1)
@@ -312,9 +334,7 @@ def test_faults_lose_nothing_and_duplicate_only_what_was_in_flight(
     # No acknowledged write lost.
     assert cluster.api is not None
     with httpx.Client(base_url=cluster.api.url, timeout=30) as client:
-        stored = {
-            name: client.get(writer.names.job_path(name), params=PARAMS).status_code for name in writer.acknowledged
-        }
+        stored = {name: client.get(writer.job_path(name), params=PARAMS).status_code for name in writer.acknowledged}
         lost = [name for name, status in stored.items() if status != 200]
     assert writer.acknowledged, "the writer got writes through"
     assert not lost, f"{len(lost)} acknowledged writes lost, e.g. {lost[:5]}"
