@@ -70,7 +70,7 @@ SERVICE_BUS_QUEUE_ACTION: dict[str, Any] = {
         },
         "customMessageProperties": {"p": "v"},
         "message": "hi",
-        "namespace": "ns",
+        "namespace": "hostile-ns",
         "transportType": "AMQP",
         "queueName": "q",
     },
@@ -80,7 +80,7 @@ SERVICE_BUS_TOPIC_ACTION: dict[str, Any] = {
     "serviceBusTopicMessage": {
         "authentication": {"sasKey": "key", "sasKeyName": "RootManageSharedAccessKey", "type": "SharedAccessKey"},
         "message": "hi",
-        "namespace": "ns",
+        "namespace": "hostile-ns",
         "topicPath": "topic",
     },
 }
@@ -153,6 +153,10 @@ DATES = {
     "month-13": "2030-13-01T00:00:00Z",
     "not-a-date": "tomorrow",
     "number": 1700000000,
+    "arabic-indic-digits": "\u0662\u0660\u0663\u0660-01-01T00:00:00Z",
+    "arabic-indic-seconds": "2030-01-01T00:00:0\u0663Z",
+    "fullwidth-digit": "2030-01-01T00:00:0\uff13Z",
+    "boolean": True,
 }
 DURATIONS = {
     "years-overflow": "P99999999999Y",
@@ -164,8 +168,42 @@ DURATIONS = {
     "empty": "",
     "nonsense": "PTXS",
     "long-text": "P" + "1" * 200,
+    "arabic-indic-digits": "PT\u0663\u0660S",
+    "timespan-arabic-indic": "00:00:\u0663\u0660",
+    "devanagari-days": "P\u0967D",
+    "boolean": True,
 }
-INTEGERS = {"2^63": 2**63, "2^31": 2**31, "-1": -1, "fraction": 1.5, "text": "ten"}
+INTEGERS = {
+    "2^63": 2**63,
+    "2^31": 2**31,
+    "-1": -1,
+    "fraction": 1.5,
+    "text": "ten",
+    "true": True,
+    "false": False,
+    "arabic-indic-text": "\u0663",
+}
+# A Service Bus SAS key name goes into the token the SDK signs; these would add connection-string settings
+# or are not names at all (SPEC §11).
+SAS_KEY_NAMES = {
+    "semicolon-endpoint": "a;Endpoint=sb://127.0.0.1:1/;UseDevelopmentEmulator=true",
+    "equals": "name=value",
+    "newline": "a\nb",
+    "c1-control": "a\u0085b",
+    "257-chars": "k" * 257,
+    "empty": "",
+}
+# Storage account names become a URL host: Azure's rule, 3 to 24 lower-case letters and digits.
+STORAGE_ACCOUNTS = {
+    "upper-case": "Account1",
+    "two-chars": "ab",
+    "25-chars": "a" * 25,
+    "hyphen": "my-account",
+    "host-with-path": "evil.example/x?",
+    "user-info": "a@evil.example",
+    "port": "account:1",
+    "non-ascii-letter": "accoünt",
+}
 URIS = {
     "port-99999": "http://127.0.0.1:99999/x",
     "port-0": "http://127.0.0.1:0/x",
@@ -211,6 +249,8 @@ _JOB_FIELDS: list[tuple[dict[str, Any], list[tuple[str, tuple[str, ...]]]]] = [
             ("properties.action.errorAction.type", ()),
             ("properties.action.errorAction.request.uri", ("uri",)),
             ("properties.action.errorAction.request.method", ()),
+            ("properties.action.errorAction.retryPolicy.retryCount", ("integer",)),
+            ("properties.action.errorAction.retryPolicy.retryInterval", ("duration",)),
             ("properties.recurrence", ()),
             ("properties.recurrence.frequency", ()),
             ("properties.recurrence.interval", ("integer",)),
@@ -242,7 +282,7 @@ _JOB_FIELDS: list[tuple[dict[str, Any], list[tuple[str, tuple[str, ...]]]]] = [
         job(QUEUE_ACTION),
         [
             ("properties.action.queueMessage", ()),
-            ("properties.action.queueMessage.storageAccount", ("line",)),
+            ("properties.action.queueMessage.storageAccount", ("line", "account")),
             ("properties.action.queueMessage.queueName", ("line",)),
             ("properties.action.queueMessage.sasToken", ()),
             ("properties.action.queueMessage.message", ()),
@@ -252,7 +292,7 @@ _JOB_FIELDS: list[tuple[dict[str, Any], list[tuple[str, tuple[str, ...]]]]] = [
         job(SERVICE_BUS_QUEUE_ACTION),
         [
             ("properties.action.serviceBusQueueMessage.authentication.sasKey", ()),
-            ("properties.action.serviceBusQueueMessage.authentication.sasKeyName", ()),
+            ("properties.action.serviceBusQueueMessage.authentication.sasKeyName", ("key-name",)),
             ("properties.action.serviceBusQueueMessage.authentication.type", ()),
             ("properties.action.serviceBusQueueMessage.brokeredMessageProperties.contentType", ()),
             ("properties.action.serviceBusQueueMessage.brokeredMessageProperties.correlationId", ()),
@@ -271,7 +311,10 @@ _JOB_FIELDS: list[tuple[dict[str, Any], list[tuple[str, tuple[str, ...]]]]] = [
     ),
     (
         job(SERVICE_BUS_TOPIC_ACTION),
-        [("properties.action.serviceBusTopicMessage.topicPath", ("line",))],
+        [
+            ("properties.action.serviceBusTopicMessage.topicPath", ("line",)),
+            ("properties.action.serviceBusTopicMessage.authentication.sasKeyName", ("key-name",)),
+        ],
     ),
 ]
 _COLLECTION_FIELDS: list[tuple[str, tuple[str, ...]]] = [
@@ -295,15 +338,29 @@ _PREVIEW_FIELDS: list[tuple[str, tuple[str, ...]]] = [
     ("recurrence.frequency", ()),
     ("recurrence.interval", ("integer",)),
     ("recurrence.endTime", ("date",)),
+    ("recurrence.count", ("integer",)),
     ("recurrence.schedule.minutes", ("integer",)),
+    ("recurrence.schedule.hours", ("integer",)),
+    ("recurrence.schedule.monthDays", ("integer",)),
+    ("recurrence.schedule.monthlyOccurrences.0.occurrence", ("integer",)),
 ]
-_EXTRA = {"date": DATES, "duration": DURATIONS, "integer": INTEGERS, "uri": URIS, "line": LINES}
+_EXTRA = {
+    "date": DATES,
+    "duration": DURATIONS,
+    "integer": INTEGERS,
+    "uri": URIS,
+    "line": LINES,
+    "key-name": SAS_KEY_NAMES,
+    "account": STORAGE_ACCOUNTS,
+}
 # Values of an extra kind that are valid in some fields of that kind (an integer of -1 is a valid
 # monthDays entry, 2^31 fits no field) are left out where they would be accepted.
 _ACCEPTED = {
     ("properties.recurrence.schedule.monthDays", "-1"),
     ("properties.recurrence.schedule.monthlyOccurrences.0.occurrence", "-1"),
     ("recurrence.schedule.minutes", "-1"),
+    ("recurrence.schedule.monthDays", "-1"),
+    ("recurrence.schedule.monthlyOccurrences.0.occurrence", "-1"),
     ("tags.team", "empty"),  # an empty tag value is valid
 }
 

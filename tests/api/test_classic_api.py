@@ -436,7 +436,7 @@ def test_state_patch_of_one_job_and_of_the_whole_collection(classic: Classic) ->
         assert classic.put_job(name).status_code == 201
     patched = classic.job_call("PATCH", classic.jobs_path + "/p1", {"state": "Disabled", "stateDetails": "paused"})
     assert patched.status_code == 200, patched.text
-    assert patched.json()["state"] == "Disabled"
+    assert patched.json()["state"] == "disabled"
     assert "nextExecutionTime" not in patched.json()["status"]
     assert patched.json()["action"]["request"]["uri"] == "http://127.0.0.1:9/classic"  # definition kept
     assert_json_error(classic.job_call("PATCH", classic.jobs_path + "/p1", {"state": "Completed"}), 400, "BadRequest")
@@ -445,12 +445,37 @@ def test_state_patch_of_one_job_and_of_the_whole_collection(classic: Classic) ->
         "PATCH", classic.jobs_path, b'{"state":"Disabled"}', headers={"content-type": "application/json; charset=utf-8"}
     )
     assert everything.status_code == 200, everything.text
-    assert [(item["id"], item["state"]) for item in everything.json()] == [("p1", "Disabled"), ("p2", "Disabled")]
+    assert [(item["id"], item["state"]) for item in everything.json()] == [("p1", "disabled"), ("p2", "disabled")]
     enabled = classic.call(
         "PATCH", classic.jobs_path, b'{"state":"enabled"}', headers={"content-type": "application/json"}
     )
-    assert {item["state"] for item in enabled.json()} == {"Enabled"}
+    assert {item["state"] for item in enabled.json()} == {"enabled"}
     assert all("nextExecutionTime" in item["status"] for item in enabled.json())
+
+
+def test_every_job_write_is_an_operation_the_client_can_poll(classic: Classic) -> None:
+    """The classic Python client polls GET /{s}/operations/{x-ms-request-id} after job PUT, PATCH and DELETE
+    too (recorded); each answers Succeeded with the write's status, as for cloud services."""
+    classic.create_collection()
+    writes = [
+        classic.put_job("polled"),
+        classic.job_call("PATCH", classic.jobs_path + "/polled", {"state": "Disabled"}),
+        classic.call("PATCH", classic.jobs_path, b'{"state":"Enabled"}', headers={"content-type": "application/json"}),
+        classic.job_call("POST", classic.jobs_path, job(future())),
+        classic.job_call("DELETE", classic.jobs_path + "/polled"),
+    ]
+    for write in writes:
+        assert write.status_code in (200, 201), write.text
+        operation = xml(classic.call("GET", f"/{classic.subscription}/operations/{write.headers['x-ms-request-id']}"))
+        assert (text(operation, "Status"), text(operation, "HttpStatusCode")) == ("Succeeded", "200"), write.request
+    # a write that failed is no operation
+    refused = classic.job_call("DELETE", classic.jobs_path + "/polled")
+    assert refused.status_code == 404
+    assert_xml_error(
+        classic.call("GET", f"/{classic.subscription}/operations/{refused.headers['x-ms-request-id']}"),
+        404,
+        "ResourceNotFound",
+    )
 
 
 def test_job_delete_is_200_and_a_missing_job_is_resource_not_found(classic: Classic) -> None:
@@ -507,16 +532,16 @@ def test_a_classic_job_is_an_arm_job_and_an_arm_job_a_classic_one(classic: Class
         "PATCH", classic.arm_collection() + "/jobs/from-classic", {"properties": {"state": "Disabled"}}
     )
     assert disabled.status_code == 200
-    assert classic.job_call("GET", classic.jobs_path + "/from-classic").json()["state"] == "Disabled"
+    assert classic.job_call("GET", classic.jobs_path + "/from-classic").json()["state"] == "disabled"
 
     properties = {"startTime": future(), "action": http_action(), "recurrence": {"frequency": "Day", "interval": 1}}
     made = classic.arm("PUT", classic.arm_collection() + "/jobs/from-arm", {"properties": properties})
     assert made.status_code == 201, made.text
     seen = classic.job_call("GET", classic.jobs_path + "/from-arm").json()
-    assert seen["recurrence"] == {"frequency": "Day", "interval": 1}
+    assert seen["recurrence"] == {"frequency": "day", "interval": 1}
     edited = classic.job_call("PATCH", classic.jobs_path + "/from-arm", {"state": "Disabled"})
     assert edited.status_code == 200
-    assert classic.arm("GET", classic.arm_collection() + "/jobs/from-arm").json()["properties"]["state"] == "Disabled"
+    assert classic.arm("GET", classic.arm_collection() + "/jobs/from-arm").json()["properties"]["state"] == "disabled"
 
 
 def test_a_classic_job_fires_and_its_history_reads_back_through_classic(classic: Classic, target: TargetServer) -> None:
@@ -538,6 +563,7 @@ def test_a_classic_job_fires_and_its_history_reads_back_through_classic(classic:
     assert entries[0]["status"] == "Completed"
     assert entries[0]["actionName"] == "MainAction"
     assert {"timestamp", "startTime", "endTime", "message", "retryCount", "repeatCount", "state"} <= entries[0].keys()
+    assert entries[0]["state"] == "completed"  # the job's state, spelt as the job answers it
     for expression in ("status eq Completed", "status eq 'completed'", "state eq completed"):
         assert (
             len(classic.job_call("GET", classic.jobs_path + "/fire-job/history", **{"$filter": expression}).json()) == 1
@@ -546,7 +572,7 @@ def test_a_classic_job_fires_and_its_history_reads_back_through_classic(classic:
         classic.job_call("GET", classic.jobs_path + "/fire-job/history", **{"$filter": "status eq Failed"}).json() == []
     )
     done = classic.job_call("GET", classic.jobs_path + "/fire-job").json()
-    assert done["state"].lower() == "completed"
+    assert done["state"] == "completed"
     assert done["status"]["executionCount"] == 1
     arm_history = classic.arm("GET", classic.arm_collection() + "/jobs/fire-job/history").json()["value"]
     assert len(arm_history) == 1

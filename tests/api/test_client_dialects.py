@@ -139,7 +139,12 @@ def test_limits_apply_to_the_length_the_client_meant(http, collection):
 def test_monthly_occurrences_answer_with_the_spec_key(http, collection, key, agent):
     schedule = {"monthlyOccurrences": [{"day": "Friday", key: -1}, {"day": "Monday"}, {"day": "Sunday", key: 2}]}
     recurrence = {"frequency": "Month", "interval": 1, "schedule": schedule}
-    answered = [{"day": "Friday", "Occurrence": -1}, {"day": "Monday"}, {"day": "Sunday", "Occurrence": 2}]
+    # both keys, same value (the service wrote "occurrence", the SDKs read "Occurrence"); days as the service
+    answered = [
+        {"day": "friday", "Occurrence": -1, "occurrence": -1},
+        {"day": "monday"},
+        {"day": "sunday", "Occurrence": 2, "occurrence": 2},
+    ]
     created = expect_ok(as_client(http, agent, "PUT", collection.job_path("job"), job_body(recurrence=recurrence)), 201)
     assert created["properties"]["recurrence"]["schedule"]["monthlyOccurrences"] == answered
     got = expect_ok(as_client(http, agent, "GET", collection.job_path("job")))

@@ -174,6 +174,7 @@ def test_history_filters_by_status(http, names, job):
     assert statuses("status eq 'Failed'") == ["Failed", "Failed", "Failed"]
     assert statuses("status eq 'completed'") == ["Completed"] * 3
     assert statuses("status eq 'Postponed'") == ["Postponed"]
+    assert statuses("status eq Completed") == ["Completed"] * 3  # bare, as the .NET SDK sent it (recorded)
     failed, links = list_all(http, history_path(names), **{"$filter": "status eq 'Failed'", "$top": "2"})
     assert [entry["properties"]["message"] for entry in failed] == [
         "entry 5: Failed",
@@ -181,7 +182,13 @@ def test_history_filters_by_status(http, names, job):
         "entry 1: Failed",
     ]
     assert len(links) == 1
-    for bad in ("status eq 'Broken'", "state eq 'Failed'", "status eq Failed", "status gt 'Failed'"):
+    for bad in (
+        "status eq 'Broken'",
+        "state eq 'Failed'",
+        "status eq Broken",
+        "status eq 'Failed",
+        "status gt 'Failed'",
+    ):
         with unchanged(http, history_path(names)):
             assert_arm_error(get(http, history_path(names), **{"$filter": bad}), 400, "BadRequest", "$filter")
 

@@ -103,4 +103,6 @@ def test_every_hostile_request_is_refused_and_changes_nothing(server: ServerProc
         # lists still answer, the victim is still readable and still replaceable
         for listing in (victims.collection_path + "/jobs", victims.rg_path + "/jobCollections"):
             expect_ok(get(client, listing))
-        expect_ok(client.put(victims.collection_path, params={"api-version": "2016-03-01"}, json=collection_body()))
+        expect_ok(
+            client.put(victims.collection_path, params={"api-version": "2016-03-01"}, json=collection_body()), 201
+        )

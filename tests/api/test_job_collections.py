@@ -3,6 +3,7 @@ quotas, enable/disable, listing with paging."""
 
 from __future__ import annotations
 
+import copy
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -56,10 +57,11 @@ def test_create_answers_201_with_the_arm_shape(http, names):
     assert expect_ok(get(http, names.collection_path)) == body
 
 
-def test_replace_answers_200_and_replaces(http, names):
+def test_replace_answers_201_and_replaces(http, names):
+    """The service answered a replace 201 too (recorded)."""
     create_collection(http, names, tags={"a": "1"}, quota={"maxJobCount": 5})
     response = put(http, names.collection_path, {"location": "eastus", "properties": {"sku": {"name": "P20Premium"}}})
-    assert response.status_code == 200, response.text
+    assert response.status_code == 201, response.text
     body = response.json()
     assert body["location"] == "East US"
     assert "tags" not in body
@@ -76,7 +78,8 @@ def test_tags_sku_state_and_quota_are_echoed(http, names):
     }
     created = expect_ok(put(http, names.collection_path, body), 201)
     assert created["tags"] == {"team": "Ops", "Env": "test"}
-    assert created["properties"] == {"sku": {"name": "p10premium"}, "state": "disabled", "quota": quota}
+    answered_quota = {**quota, "maxRecurrence": {"frequency": "hour", "interval": 2}}  # lower-case, as the service
+    assert created["properties"] == {"sku": {"name": "p10premium"}, "state": "disabled", "quota": answered_quota}
     assert created["location"] == "West Europe"
     assert expect_ok(get(http, names.collection_path)) == created
 
@@ -90,7 +93,7 @@ def test_explicit_nulls_are_taken_as_omitted(http, names):
         "sku": {"name": "Standard"},
         "quota": {"maxJobCount": 5, "maxJobOccurrence": None, "maxRecurrence": None},
     }
-    replaced = expect_ok(put(http, names.collection_path, body))
+    replaced = expect_ok(put(http, names.collection_path, body), 201)
     assert replaced["properties"]["quota"] == {"maxJobCount": 5}
     assert expect_ok(get(http, names.collection_path)) == replaced
 
@@ -121,7 +124,7 @@ def test_location_is_normalised_when_known_and_kept_otherwise(http, names, sent,
         ({"location": 12}, "location"),
         ({"location": "westus", "tags": ["a"]}, "tags"),
         ({"location": "westus", "properties": {"sku": {"name": "Gold"}}}, "properties.sku.name"),
-        ({"location": "westus", "properties": {"state": "Suspended"}}, "properties.state"),
+        ({"location": "westus", "properties": {"state": "Deleted"}}, "properties.state"),
         ({"location": "westus", "properties": {"state": "Paused"}}, "properties.state"),
         ({"location": "westus", "properties": {"quota": {"maxJobCount": 0}}}, "properties.quota.maxJobCount"),
         ({"location": "westus", "properties": {"quota": {"maxJobCount": "many"}}}, "properties.quota.maxJobCount"),
@@ -232,7 +235,10 @@ def test_quota_may_not_loosen_the_plan(http, names, sku, quota, target):
 )
 def test_quota_may_tighten_the_plan(http, names, sku, quota):
     created = create_collection(http, names, sku=sku, quota=quota)
-    assert created["properties"]["quota"] == quota
+    answered = copy.deepcopy(quota)
+    if "maxRecurrence" in answered:
+        answered["maxRecurrence"]["frequency"] = answered["maxRecurrence"]["frequency"].lower()  # as the service
+    assert created["properties"]["quota"] == answered
 
 
 def test_quota_job_count_limits_jobs(http, names):
@@ -262,7 +268,7 @@ def test_only_one_free_collection_per_subscription(http, names):
         assert_arm_error(
             patch(http, second.collection_path, {"properties": {"sku": {"name": "Free"}}}), 409, "Conflict"
         )
-    assert put(http, names.collection_path, collection_body(sku="Free", tags={"x": "y"})).status_code == 200
+    assert put(http, names.collection_path, collection_body(sku="Free", tags={"x": "y"})).status_code == 201
     # Another subscription has its own Free collection.
     create_collection(http, Names(), sku="Free")
 
@@ -412,13 +418,13 @@ def test_enable_and_disable_set_every_job_state_but_final_ones(http, backend, na
     response = post(http, names.collection_path + "/disable")
     assert response.status_code == 200, response.text
     assert expect_ok(get(http, names.collection_path))["properties"]["state"] == "Disabled"
-    assert states() == {"on": "Disabled", "off": "Disabled", "done": "Completed", "broken": "Faulted"}
+    assert states() == {"on": "disabled", "off": "disabled", "done": "completed", "broken": "faulted"}
     assert "nextExecutionTime" not in expect_ok(get(http, names.job_path("on")))["properties"]["status"]
 
     response = post(http, names.collection_path + "/enable")
     assert response.status_code == 200, response.text
     assert expect_ok(get(http, names.collection_path))["properties"]["state"] == "Enabled"
-    assert states() == {"on": "Enabled", "off": "Enabled", "done": "Completed", "broken": "Faulted"}
+    assert states() == {"on": "enabled", "off": "enabled", "done": "completed", "broken": "faulted"}
     status = expect_ok(get(http, names.job_path("off")))["properties"]["status"]
     assert status["nextExecutionTime"].endswith("Z")
 
@@ -539,6 +545,29 @@ def test_list_paging_parameters_are_checked(http, names, param, value):
 # ---------------------------------------------------------------------------------------- concurrency
 
 
+def test_a_suspended_collection_is_accepted_echoed_and_runs_nothing_until_enabled(http, names):
+    """The service answered a PUT with state Suspended 201 and echoed it (recorded): like a Disabled one, its
+    jobs have no next run; PATCH, enable and disable work on it."""
+    created = expect_ok(
+        put(http, names.collection_path, {"location": "westus", "properties": {"state": "Suspended"}}), 201
+    )
+    assert created["properties"]["state"] == "Suspended"
+    job = create_job(http, names, "job")
+    assert job["properties"]["state"] == "enabled"
+    assert "nextExecutionTime" not in job["properties"]["status"]
+    patched = expect_ok(patch(http, names.collection_path, {"properties": {"state": "Enabled"}}))
+    assert patched["properties"]["state"] == "Enabled"
+    assert "nextExecutionTime" in expect_ok(get(http, names.job_path("job")))["properties"]["status"]
+    expect_ok(patch(http, names.collection_path, {"properties": {"state": "suspended"}}))
+    assert "nextExecutionTime" not in expect_ok(get(http, names.job_path("job")))["properties"]["status"]
+    assert post(http, names.collection_path + "/disable").status_code == 200
+    assert expect_ok(get(http, names.collection_path))["properties"]["state"] == "Disabled"
+    expect_ok(put(http, names.collection_path, {"location": "westus", "properties": {"state": "Suspended"}}), 201)
+    assert post(http, names.collection_path + "/enable").status_code == 200
+    assert expect_ok(get(http, names.collection_path))["properties"]["state"] == "Enabled"
+    assert "nextExecutionTime" in expect_ok(get(http, names.job_path("job")))["properties"]["status"]
+
+
 def _concurrently(server, requests: list[tuple[str, str, dict[str, Any]]]) -> list[int]:
     """Send the requests at the same time, each on its own connection; their status codes."""
     barrier = threading.Barrier(len(requests))
@@ -556,7 +585,7 @@ def _concurrently(server, requests: list[tuple[str, str, dict[str, Any]]]) -> li
 
 def test_concurrent_creates_of_one_collection_make_one(http, server, names):
     statuses = _concurrently(server, [("PUT", names.collection_path, collection_body())] * 8)
-    assert sorted(statuses) == [200] * 7 + [201], statuses
+    assert statuses == [201] * 8, statuses  # create and replace alike (recorded)
     assert len(expect_ok(get(http, names.rg_path + "/jobCollections"))["value"]) == 1
 
 
@@ -595,4 +624,4 @@ def test_a_stored_job_that_todays_rules_refuse_does_not_break_collection_writes(
     changed = patch(http, names.collection_path, {"properties": {"sku": {"name": "P10Premium"}}})
     assert changed.status_code == 200, changed.text
     job = expect_ok(get(http, names.job_path("old")))
-    assert job["properties"]["state"] == "Enabled"
+    assert job["properties"]["state"] == "enabled"

@@ -130,8 +130,8 @@ def test_create_answers_201_with_the_arm_shape(http, collection):
     assert body["name"] == f"{collection.collection}/job"
     assert body["properties"]["startTime"] == properties["startTime"]
     assert body["properties"]["action"] == properties["action"]
-    assert body["properties"]["recurrence"] == properties["recurrence"]
-    assert body["properties"]["state"] == "Enabled"
+    assert body["properties"]["recurrence"] == {"frequency": "hour", "interval": 1}  # the service's spelling
+    assert body["properties"]["state"] == "enabled"
     assert body["properties"]["status"] == {
         "executionCount": 0,
         "failureCount": 0,
@@ -145,7 +145,9 @@ def test_replace_answers_200(http, collection):
     create_job(http, collection, "job")
     properties = job_properties(action=STORAGE_QUEUE, recurrence=None)
     body = expect_ok(put(http, collection.job_path("job"), {"properties": properties}), 200)
-    assert body["properties"]["action"] == STORAGE_QUEUE
+    sent = {**STORAGE_QUEUE, "queueMessage": dict(STORAGE_QUEUE["queueMessage"])}
+    del sent["queueMessage"]["sasToken"]  # write-only (SPEC §4)
+    assert body["properties"]["action"] == sent
     assert "recurrence" not in body["properties"]
     assert expect_ok(get(http, collection.job_path("job"))) == body
 
@@ -677,7 +679,7 @@ def test_final_job_refuses_put_and_patch_but_can_be_deleted(http, backend, colle
     create_job(http, collection, "job")
     update_job_row(backend, collection, "job", state=state, next_execution_time=None)
     shown = expect_ok(get(http, collection.job_path("job")))
-    assert shown["properties"]["state"] == state
+    assert shown["properties"]["state"] == state.lower()  # completed, faulted: the service's spelling
     assert "nextExecutionTime" not in shown["properties"]["status"]
     with unchanged(http, collection.job_path("job")):
         assert_arm_error(put(http, collection.job_path("job"), job_body()), 409, "Conflict")
@@ -708,17 +710,21 @@ def test_patch_is_a_json_merge(http, collection):
     body = expect_ok(patch(http, path, {"properties": {"action": {"request": {"headers": {"c": "3"}}}}}))
     assert body["properties"]["action"]["request"]["headers"] == {"a": "1", "b": "2", "c": "3"}
     assert body["properties"]["action"]["request"]["body"] == "b"
-    assert body["properties"]["action"]["retryPolicy"] == properties["action"]["retryPolicy"]
+    assert body["properties"]["action"]["retryPolicy"] == {
+        "retryType": "fixed",
+        "retryCount": 3,
+        "retryInterval": "PT1M",
+    }
     body = expect_ok(patch(http, path, {"properties": {"action": {"retryPolicy": {"retryCount": 5}}}}))
     assert body["properties"]["action"]["retryPolicy"] == {
-        "retryType": "Fixed",
+        "retryType": "fixed",
         "retryCount": 5,
         "retryInterval": "PT1M",
     }
     # arrays replace
     body = expect_ok(patch(http, path, {"properties": {"recurrence": {"schedule": {"minutes": [15]}, "interval": 3}}}))
     assert body["properties"]["recurrence"] == {
-        "frequency": "Hour",
+        "frequency": "hour",
         "interval": 3,
         "count": 9,
         "schedule": {"minutes": [15]},
@@ -750,9 +756,9 @@ def test_patch_is_a_json_merge(http, collection):
 def test_patch_state_disables_and_enables(http, collection):
     create_job(http, collection, "job")
     body = expect_ok(patch(http, collection.job_path("job"), {"properties": {"state": "Disabled"}}))
-    assert body["properties"]["state"] == "Disabled"
+    assert body["properties"]["state"] == "disabled"
     assert "nextExecutionTime" not in body["properties"]["status"]
-    body = expect_ok(patch(http, collection.job_path("job"), {"properties": {"state": "enabled"}}))
+    body = expect_ok(patch(http, collection.job_path("job"), {"properties": {"state": "ENABLED"}}))
     assert body["properties"]["state"] == "enabled"
     assert body["properties"]["status"]["nextExecutionTime"].endswith("Z")
 
@@ -842,7 +848,8 @@ def test_secrets_are_never_returned(http, backend, collection):
         "clientId": "client-1",
     }
     sb = expect_ok(get(http, collection.job_path("sbqueue")))["properties"]["action"]["serviceBusQueueMessage"]
-    assert sb["authentication"] == {"type": "SharedAccessKey", "sasKeyName": "RootManageSharedAccessKey"}
+    assert sb["authentication"] == {"type": "sharedAccessKey", "sasKeyName": "RootManageSharedAccessKey"}
+    assert sb["transportType"] == "amqp"  # sent "AMQP": answered in the service's spelling
     topic = expect_ok(get(http, collection.job_path("sbtopic")))["properties"]["action"]["errorAction"]
     assert topic["serviceBusTopicMessage"]["authentication"] == {"sasKeyName": "Send"}
     # ... but stored for the dispatcher
@@ -863,7 +870,8 @@ def test_client_certificate_details_are_read_from_the_pfx(http, collection):
     assert auth["type"] == "ClientCertificate"
     assert auth["certificateThumbprint"] == thumbprint
     assert auth["certificateSubjectName"] == "CN=Scheduler Mgmt"
-    assert auth["certificateExpirationDate"] == "2040-01-01T00:00:00Z"
+    assert auth["certificateExpirationDate"] == "2040-01-01T00:00:00Z"  # the REST spec's name, the SDKs read it
+    assert auth["certificateExpiration"] == "2040-01-01T00:00:00Z"  # the service's name (recorded)
     assert "pfx" not in auth and "password" not in auth
 
 
@@ -922,9 +930,32 @@ def test_patch_not_mentioning_secrets_keeps_them(http, backend, collection):
     assert stored["message"] == "changed"
 
 
-def test_storage_queue_sas_token_is_returned_as_sent(http, collection):
+def test_storage_queue_sas_token_is_write_only_and_kept_for_the_same_queue(http, backend, collection):
+    """The service never returned a sasToken (recorded): not in any answer, stored for the dispatcher, kept
+    over an update that omits it while the storage account and queue stay, asked for again otherwise."""
     body = create_job(http, collection, "job", job_body(action=STORAGE_QUEUE))
-    assert body["properties"]["action"]["queueMessage"]["sasToken"] == "?sv=2015&sig=abc"
+    assert "sasToken" not in body["properties"]["action"]["queueMessage"]
+    for answer in (get(http, collection.job_path("job")), get(http, collection.collection_path + "/jobs")):
+        assert answer.status_code == 200 and "sig=abc" not in answer.text, answer.text
+    # GET-modify-PUT without the token, and a PATCH of the message: kept
+    shown = expect_ok(get(http, collection.job_path("job")))["properties"]
+    shown["action"]["queueMessage"]["message"] = "changed"
+    answer = expect_ok(put(http, collection.job_path("job"), {"properties": shown}), 200)
+    assert "sig=abc" not in json.dumps(answer)
+    expect_ok(
+        patch(http, collection.job_path("job"), {"properties": {"action": {"queueMessage": {"message": "again"}}}})
+    )
+    stored = stored_job(backend, collection, "job")["definition"]["action"]["queueMessage"]
+    assert stored == {**STORAGE_QUEUE["queueMessage"], "message": "again"}
+    # another queue or account without a token: refused, nothing changed
+    for member, value in (("queueName", "other"), ("storageAccount", "otheraccount")):
+        with unchanged(http, collection.job_path("job")):
+            assert_arm_error(
+                patch(http, collection.job_path("job"), {"properties": {"action": {"queueMessage": {member: value}}}}),
+                400,
+                "BadRequest",
+                "properties.action.queueMessage.sasToken",
+            )
 
 
 # ------------------------------------------------------------------------------------------------ echoes
@@ -941,15 +972,20 @@ def test_values_are_echoed_with_the_clients_casing(http, collection):
         state="enabled",
     )
     body = create_job(http, collection, "job", {"properties": properties})
-    assert body["properties"]["action"] == properties["action"]
+    assert body["properties"]["action"] == properties["action"]  # action.type as sent, as the service did
     assert body["properties"]["recurrence"] == properties["recurrence"]
     assert body["properties"]["state"] == "enabled"
     assert expect_ok(get(http, collection.job_path("job")))["properties"]["state"] == "enabled"
     weekly = job_properties(
-        recurrence={"frequency": "week", "schedule": {"weekDays": ["monday", "FRIDAY"]}}, state="disabled"
+        recurrence={"frequency": "WEEK", "schedule": {"weekDays": ["Monday", "FRIDAY"]}}, state="DISABLED"
     )
     body = expect_ok(put(http, collection.job_path("job"), {"properties": weekly}))
-    assert body["properties"]["recurrence"] == weekly["recurrence"]
+    # enumerations in the service's spelling whatever the client's; an omitted interval answered as 1
+    assert body["properties"]["recurrence"] == {
+        "frequency": "week",
+        "interval": 1,
+        "schedule": {"weekDays": ["monday", "friday"]},
+    }
     assert body["properties"]["state"] == "disabled"
 
 
@@ -957,7 +993,12 @@ def test_values_are_echoed_with_the_clients_casing(http, collection):
 def test_monthly_occurrence_key_in_either_casing_is_answered_as_the_spec_key(http, collection, key):
     recurrence = {"frequency": "Month", "schedule": {"monthlyOccurrences": [{"day": "Friday", key: -1}]}}
     body = create_job(http, collection, "job", job_body(recurrence=recurrence))
-    answered = {"frequency": "Month", "schedule": {"monthlyOccurrences": [{"day": "Friday", "Occurrence": -1}]}}
+    # both keys, same value: the service wrote "occurrence", the SDKs read "Occurrence"
+    answered = {
+        "frequency": "month",
+        "interval": 1,
+        "schedule": {"monthlyOccurrences": [{"day": "friday", "Occurrence": -1, "occurrence": -1}]},
+    }
     assert body["properties"]["recurrence"] == answered
     bad = {"frequency": "Month", "schedule": {"monthlyOccurrences": [{"day": "Friday", key: 9}]}}
     refuse(
@@ -973,7 +1014,7 @@ def test_monthly_occurrence_key_in_either_casing_is_answered_as_the_spec_key(htt
 def test_scalars_are_accepted_where_arrays_are_expected(http, collection):
     recurrence = {"frequency": "Hour", "schedule": {"minutes": 15}}
     body = create_job(http, collection, "hourly", job_body(recurrence=recurrence))
-    assert body["properties"]["recurrence"] == recurrence
+    assert body["properties"]["recurrence"] == {"frequency": "hour", "interval": 1, "schedule": {"minutes": 15}}
     monthly = {
         "frequency": "Month",
         "schedule": {
@@ -984,18 +1025,21 @@ def test_scalars_are_accepted_where_arrays_are_expected(http, collection):
         },
     }
     answered = copy.deepcopy(monthly)
-    answered["schedule"]["monthlyOccurrences"] = {"day": "Monday", "Occurrence": 1}  # the spec's key
+    answered.update(frequency="month", interval=1)
+    answered["schedule"]["monthlyOccurrences"] = {"day": "monday", "Occurrence": 1, "occurrence": 1}  # both keys
     assert create_job(http, collection, "monthly", job_body(recurrence=monthly))["properties"]["recurrence"] == answered
     weekly = {"frequency": "Week", "schedule": {"weekDays": "Sunday"}}
-    assert create_job(http, collection, "weekly", job_body(recurrence=weekly))["properties"]["recurrence"] == weekly
+    answered = {"frequency": "week", "interval": 1, "schedule": {"weekDays": "sunday"}}
+    assert create_job(http, collection, "weekly", job_body(recurrence=weekly))["properties"]["recurrence"] == answered
 
 
 @pytest.mark.parametrize("interval", ["PT30S", "00:00:30", "1.02:03:04", "P1D", "PT1H30M", "01:00:00", "P1W"])
 def test_retry_interval_in_iso_and_timespan_is_echoed_as_sent(http, collection, interval):
     policy = {"retryType": "Fixed", "retryCount": 3, "retryInterval": interval}
     body = create_job(http, collection, "job", job_body(action=http_action(retryPolicy=policy)))
-    assert body["properties"]["action"]["retryPolicy"] == policy
-    assert expect_ok(get(http, collection.job_path("job")))["properties"]["action"]["retryPolicy"] == policy
+    answered = {**policy, "retryType": "fixed"}
+    assert body["properties"]["action"]["retryPolicy"] == answered
+    assert expect_ok(get(http, collection.job_path("job")))["properties"]["action"]["retryPolicy"] == answered
 
 
 @pytest.mark.parametrize("ttl", ["00:05:00", "PT5M", "1.00:00:00"])
@@ -1063,8 +1107,8 @@ def test_explicit_nulls_in_put_are_taken_as_omitted(http, collection):
     body = create_job(http, collection, "job", {"properties": properties})
     assert _nulls(body) == []
     assert body["properties"]["action"] == http_action()
-    assert body["properties"]["recurrence"] == {"frequency": "Month", "schedule": {"monthDays": [1]}}
-    assert body["properties"]["state"] == "Enabled"
+    assert body["properties"]["recurrence"] == {"frequency": "month", "interval": 1, "schedule": {"monthDays": [1]}}
+    assert body["properties"]["state"] == "enabled"
     assert _nulls(expect_ok(get(http, collection.job_path("job")))) == []
     replaced = expect_ok(put(http, collection.job_path("job"), {"properties": {**properties, "recurrence": None}}))
     assert _nulls(replaced) == [] and "recurrence" not in replaced["properties"]
@@ -1129,7 +1173,18 @@ def test_list_jobs_filters_by_state(http, backend, collection):
     assert names_for("state eq 'disabled'") == ["b"]
     assert names_for("state eq 'Completed'") == ["d"]
     assert names_for("state eq 'Faulted'") == []
-    for bad in ("state eq Enabled", "status eq 'Enabled'", "state eq 'Sleeping'", "state ne 'Enabled'"):
+    # bare values, as the .NET SDK sent them and the service accepted (recorded)
+    assert names_for("state eq Disabled") == ["b"]
+    assert names_for("state eq completed") == ["d"]
+    for bad in (
+        "state eq En abled",
+        "state eq 'Enabled",
+        "state eq Enabled)",
+        "status eq 'Enabled'",
+        "state eq 'Sleeping'",
+        "state eq Sleeping",
+        "state ne 'Enabled'",
+    ):
         with unchanged(http, path):
             assert_arm_error(get(http, path, **{"$filter": bad}), 400, "BadRequest", "$filter")
 

@@ -205,7 +205,7 @@ def test_names_keep_their_creation_casing_when_written_in_another(http, names):
     create_collection(http, names)
     create_job(http, names, "CamelJob")
     replaced = put(http, _shout(names), collection_body(tags={"k": "v"}))
-    assert replaced.status_code == 200, replaced.text
+    assert replaced.status_code == 201, replaced.text  # a replace, answered 201 as the service did
     assert replaced.json()["name"] == names.collection
     assert replaced.json()["id"] == names.collection_path
     job = put(http, _shout(names, "camelJob"), job_body(state="Disabled"))

@@ -341,15 +341,15 @@ def test_npm_jobs_put_post_get_list_filter_state_patches_delete(node, server, cl
     job = ok(results[6])["job"]
     assert job["action"]["request"]["uri"] == "http://127.0.0.1:9/replaced"
     assert job["action"]["request"]["headers"] == {"x-demo": "classic"}
-    assert job["state"] == "Enabled"
+    assert job["state"] == "enabled"
     assert "nextExecutionTime" in job["status"]
     first, second = ok(results[7])["jobs"], ok(results[8])["jobs"]
     assert [j["id"] for j in first + second] == sorted(["put-job", "b-job", generated_id])
     disabled = ok(results[9])["job"]
-    assert disabled["state"] == "Disabled"
+    assert disabled["state"] == "disabled"
     assert "nextExecutionTime" not in disabled["status"]
     assert [j["id"] for j in ok(results[10])["jobs"]] == ["put-job"]
-    assert {j["state"] for j in ok(results[11])["jobs"]} == {"Disabled"}
+    assert {j["state"] for j in ok(results[11])["jobs"]} == {"disabled"}
     assert ok(results[12])["jobs"] == []
     assert ok(results[13])["statusCode"] == 200
     failed(results[14], 404, "ResourceNotFound")
@@ -393,7 +393,7 @@ def test_npm_errors_change_nothing(node, server, client_certificate, names) -> N
     failed(results[7], 404, "ResourceNotFound")
     jobs = ok(results[8])["jobs"]
     assert [j["id"] for j in jobs] == ["kept"]
-    assert jobs[0]["recurrence"] == {"frequency": "Hour", "interval": 1}
+    assert jobs[0]["recurrence"] == {"frequency": "hour", "interval": 1}
     assert ok(results[9])["intrinsicSettings"]["quota"]["maxJobCount"] == 50
 
 
@@ -475,14 +475,14 @@ def test_arm_jobs_through_npm_and_npm_jobs_through_arm(node, server, client_cert
             in_collection(names, "jobs.createOrUpdate", "from-npm", npm_job()),
         ],
     )
-    assert ok(results[0])["job"]["recurrence"] == {"frequency": "Day", "interval": 1}
-    assert ok(results[1])["job"]["state"] == "Disabled"
+    assert ok(results[0])["job"]["recurrence"] == {"frequency": "day", "interval": 1}
+    assert ok(results[1])["job"]["state"] == "disabled"
     arm = http.get(f"{base}/from-arm", params={"api-version": "2016-03-01"}).json()
-    assert arm["properties"]["state"] == "Disabled"
+    assert arm["properties"]["state"] == "disabled"
     npm = http.get(f"{base}/from-npm", params={"api-version": "2016-03-01"}).json()
     assert npm["name"] == f"{names.collection}/from-npm"
     assert npm["properties"]["action"]["retryPolicy"] == {
-        "retryType": "Fixed",
+        "retryType": "fixed",
         "retryInterval": "PT30S",
         "retryCount": 2,
     }
@@ -606,7 +606,7 @@ def test_the_readme_npm_snippet_works(node, snippet_servers) -> None:
             "/Microsoft.Scheduler/jobCollections/my-jobs/jobs/ping",
             params={"api-version": "2016-03-01"},
         )
-    assert arm.json()["properties"]["recurrence"] == {"frequency": "Minute", "interval": 5}
+    assert arm.json()["properties"]["recurrence"] == {"frequency": "minute", "interval": 5}  # the service's spelling
 
 
 def test_the_readme_python_legacy_snippet_works(legacy_python, snippet_servers) -> None:

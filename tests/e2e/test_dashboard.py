@@ -212,11 +212,11 @@ def test_disable_and_enable_change_the_state_shown_and_in_the_api(
     assert "object" not in page.locator("#next-runs").inner_text()
     page.get_by_role("button", name="Disable").click()
     expect(page.locator("#job-state strong")).to_have_text("Disabled")
-    assert world.job("toggled").json()["properties"]["state"] == "Disabled"
+    assert world.job("toggled").json()["properties"]["state"] == "disabled"
     assert page.locator("#next-runs time").count() == 0
     page.get_by_role("button", name="Enable").click()
     expect(page.locator("#job-state strong")).to_have_text("Enabled")
-    assert world.job("toggled").json()["properties"]["state"] == "Enabled"
+    assert world.job("toggled").json()["properties"]["state"] == "enabled"
 
 
 def test_a_state_change_made_elsewhere_shows_without_a_reload(page: Any, world: World, target: TargetServer) -> None:
@@ -269,7 +269,7 @@ def test_a_form_with_a_bad_recurrence_shows_the_api_error_and_stores_nothing(pag
     simple.get_by_label("Every (interval)").fill("2")
     simple.get_by_role("button", name="Save job").click()
     wait_until(lambda: world.job("made-in-form").status_code == 200, 10, "the form's job")
-    assert world.job("made-in-form").json()["properties"]["recurrence"] == {"frequency": "Hour", "interval": 2}
+    assert world.job("made-in-form").json()["properties"]["recurrence"] == {"frequency": "hour", "interval": 2}
 
 
 def test_markup_in_user_values_shows_as_text(page: Any, world: World) -> None:

@@ -41,7 +41,7 @@ def test_no_dispatcher_serves_the_api_but_fires_nothing(start, target: TargetSer
         time.sleep(3)
         job = client.get(names.job_path("now"), params=PARAMS).json()
     assert target.requests() == []
-    assert job["properties"]["state"] == "Enabled"
+    assert job["properties"]["state"] == "enabled"
     assert job["properties"]["status"]["executionCount"] == 0
 
 
@@ -84,7 +84,7 @@ def test_history_keeps_at_most_the_configured_entries(start, target: TargetServe
             },
         )
         wait_until(
-            lambda: client.get(names.job_path("noisy"), params=PARAMS).json()["properties"]["state"] == "Faulted",
+            lambda: client.get(names.job_path("noisy"), params=PARAMS).json()["properties"]["state"] == "faulted",
             20,
             "the job to fault",
         )
@@ -121,7 +121,7 @@ def test_old_history_and_finished_jobs_are_removed(start, target: TargetServer) 
         )
         assert client.post(names.job_path("recurring") + "/run", params=PARAMS).status_code == 200
         wait_until(lambda: len(job_history(client, names, "recurring")) == 1, 10, "the manual run's history")
-        assert client.get(names.job_path("done"), params=PARAMS).json()["properties"]["state"] == "Completed"
+        assert client.get(names.job_path("done"), params=PARAMS).json()["properties"]["state"] == "completed"
         wait_until(
             lambda: client.get(names.job_path("done"), params=PARAMS).status_code == 404,
             15,
@@ -184,7 +184,7 @@ def test_a_crashed_dispatchers_occurrence_is_taken_over_after_its_lease(start, t
     assert arrivals[0].expected_time == arrivals[1].expected_time
     assert arrivals[1].monotonic - arrivals[0].monotonic >= 1.5
     assert [e["status"] for e in entries] == ["Completed"]
-    assert job["properties"]["state"] == "Completed"
+    assert job["properties"]["state"] == "completed"
     time.sleep(1)
     assert len(target.requests("/slow")) == 2
 
@@ -240,7 +240,7 @@ def test_changes_made_after_an_occurrence_was_claimed_ahead_still_apply(start, t
     kept = target.requests("/kept")[0]
     assert due <= kept.wall < due + timedelta(seconds=1)  # claimed ahead, fired at its instant, not before
     assert target.requests("/disabled") == [] and disabled_history == []
-    assert disabled["state"] == "Disabled" and disabled["status"]["executionCount"] == 0
+    assert disabled["state"] == "disabled" and disabled["status"]["executionCount"] == 0
     assert target.requests("/replaced") == [] and len(target.requests("/replacement")) == 1
     assert target.requests("/deleted") == []
 

@@ -171,9 +171,9 @@ def test_client_certificate_is_presented_to_a_server_that_requires_one(emulator,
         entries = wait_history(client, names.job_path("mtls"), 1, 20)
         job = client.get(names.job_path("mtls"), params=API_PARAMS).json()
     assert [e["properties"]["status"] for e in entries] == ["Completed"], entries
-    assert "200" in entries[0]["properties"]["message"]
+    assert "'OK' Response Headers: " in entries[0]["properties"]["message"]
     assert "Scheduler Client" in tls_target.subjects
-    assert job["properties"]["state"] == "Completed"
+    assert job["properties"]["state"] == "completed"
     auth = job["properties"]["action"]["request"]["authentication"]
     assert "pfx" not in auth and "password" not in auth
 
@@ -202,7 +202,7 @@ def test_wrong_client_certificate_fails_the_attempt_and_history_says_why(emulato
     message = entry["message"].lower()
     assert "127.0.0.1" in message and ("ssl" in message or "tls" in message or "certificate" in message), message
     assert len(tls_target.subjects) == before  # the server never accepted the request
-    assert job["properties"]["state"] == "Faulted"
+    assert job["properties"]["state"] == "faulted"
     assert job["properties"]["status"]["failureCount"] == 1
 
 

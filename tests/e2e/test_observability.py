@@ -191,7 +191,7 @@ def test_attempts_log_job_action_outcome_and_lateness(start, target: TargetServe
         create_job(client, names, "logged", {"type": "Http", "request": {"uri": target.url("/x"), "method": "GET"}})
         target.wait_for(1, 10, "/x")
         wait_until(
-            lambda: client.get(names.job_path("logged"), params=PARAMS).json()["properties"]["state"] == "Completed",
+            lambda: client.get(names.job_path("logged"), params=PARAMS).json()["properties"]["state"] == "completed",
             10,
             "completion",
         )
@@ -229,7 +229,7 @@ def test_shutdown_lets_an_attempt_in_flight_finish(start, target: TargetServer) 
         entries = history_entries(client, names.job_path("inflight"))
         job = client.get(names.job_path("inflight"), params=PARAMS).json()
     assert [e["properties"]["status"] for e in entries] == ["Completed"]
-    assert job["properties"]["state"] == "Completed"
+    assert job["properties"]["state"] == "completed"
     time.sleep(1.5)
     assert len(target.requests("/slow")) == 1  # finished before exit, so never repeated
 

@@ -87,7 +87,7 @@ def fire(client: httpx.Client, uri: str, **request: Any) -> dict[str, Any]:
 
     def finished() -> dict[str, Any] | None:
         state = client.get(names.job_path(job), params=PARAMS).json()["properties"]["state"]
-        if state not in ("Completed", "Faulted"):
+        if state not in ("completed", "faulted"):
             return None
         entries = history_entries(client, names.job_path(job))
         return entries[0]["properties"] if entries else None

@@ -234,6 +234,7 @@ def test_heavy_previews_leave_health_fast_and_jobs_on_time(tmp_path):
             )
             stop = threading.Event()
             answers: list[httpx.Response] = []
+            preview_ms: list[float] = []
             body = json.dumps(HEAVY_PREVIEW).encode()
             headers = {"content-type": "application/json"}
 
@@ -241,7 +242,10 @@ def test_heavy_previews_leave_health_fast_and_jobs_on_time(tmp_path):
                 for _ in range(400):  # bounded; stops once the job has fired
                     if stop.is_set():
                         return
+                    began = time.perf_counter()
                     answers.append(previews.post("/_emulator/recurrence/preview", content=body, headers=headers))
+                    if answers[-1].status_code == 200:
+                        preview_ms.append((time.perf_counter() - began) * 1000)
                     if answers[-1].status_code == 429:
                         time.sleep(0.2)
 
@@ -262,13 +266,19 @@ def test_heavy_previews_leave_health_fast_and_jobs_on_time(tmp_path):
         assert statuses <= {200, 429}, statuses
         assert all(r.headers.get("retry-after") for r in answers if r.status_code == 429)
         assert len([r for r in answers if r.status_code == 200]) >= 2  # previews really ran meanwhile
-        # A heavy preview costs ~45 ms of CPU; computed on the event loop, three clients sending them back to
-        # back would hold nearly every health check behind one or more. In worker processes, health stays
-        # fast but for the odd scheduling hiccup of a busy 2-core machine (one sample of 186 ms seen in CI).
-        ordered = sorted(latencies)
-        assert ordered[int(len(ordered) * 0.9)] < 100, [round(x) for x in latencies]
-        assert ordered[-1] < 1000, [round(x) for x in latencies]
-        assert fires[0].lateness < 1.0, fires[0].lateness
+        # A heavy preview costs ~45 ms of CPU on a quiet machine. Computed on the event loop, three clients
+        # sending them back to back would hold nearly every health check behind one or more, so a health check
+        # would take about as long as a preview. In worker processes it takes a fraction of one. Both are
+        # measured in the same run, so a busy machine slows both and cannot fail the comparison (fixed
+        # millisecond bounds failed under load while passing alone).
+        health = sorted(latencies)
+        took = sorted(preview_ms)
+        preview_median = took[len(took) // 2]
+        shown = {"health ms": [round(x) for x in latencies], "preview ms": [round(x) for x in took]}
+        assert health[len(health) // 2] < preview_median / 3, shown
+        assert health[int(len(health) * 0.9)] < preview_median, shown
+        # The dispatcher shares the loop: its fire is late by far less than the previews kept it busy.
+        assert fires[0].lateness * 1000 < max(1000.0, 3 * preview_median), (fires[0].lateness, shown)
     finally:
         process.stop()
         target.stop()

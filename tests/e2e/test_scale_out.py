@@ -155,7 +155,7 @@ def test_three_dispatchers_fire_each_occurrence_once_and_survive_a_kill(postgres
     assert store_counts(postgres.url, "a") == (count, count, count)
     with api.client() as client:  # the API process sees what the dispatchers did
         job = client.get(names.job_path("a7"), params=PARAMS).json()
-    assert job["properties"]["state"] == "Completed" and job["properties"]["status"]["executionCount"] == 1
+    assert job["properties"]["state"] == "completed" and job["properties"]["status"]["executionCount"] == 1
 
     # kill -9 one dispatcher mid-run, with every request in flight for 0.5 s.
     for index in range(count):
@@ -234,7 +234,7 @@ def test_a_postgresql_restart_mid_run_is_survived(private_postgres, processes, t
     _wait_store(url, "r", 200)
     with server.client() as client:
         assert client.get("/_emulator/health").status_code == 200
-        assert client.get(names.job_path("r199"), params=PARAMS).json()["properties"]["state"] == "Completed"
+        assert client.get(names.job_path("r199"), params=PARAMS).json()["properties"]["state"] == "completed"
     fired = fired_paths(target, "r")
     assert len(fired) == 200 and max(fired.values()) == 1
 

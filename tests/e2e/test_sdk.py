@@ -44,6 +44,7 @@ from azure.mgmt.scheduler.models import (
 )
 from conftest import TEST_SECRET_KEY, Backend, Names, ServerProcess, unique
 from cryptography import x509
+from pydantic.alias_generators import to_snake
 from sqlalchemy import func, select
 from support.certificates import pfx as pfx_base64
 from support.certificates import self_signed
@@ -51,6 +52,7 @@ from support.certificates import thumbprint as sha1_thumbprint
 from support.sdk import scheduler_sdk
 
 from scheduler_emulator.domain.history import history_id
+from scheduler_emulator.schemas.job_shape import SECRETS
 from scheduler_emulator.store import repository
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobHistoryRow, JobRow
@@ -123,16 +125,48 @@ def put_job(client: SchedulerManagementClient, names: Names, name: str, job: Job
     return client.jobs.create_or_update(names.resource_group, names.collection, name, job, cls=with_status)
 
 
+# How the service wrote each enumeration in its answers, whatever the client sent (SPEC §2, recorded); the
+# SDK keeps the string it read. HTTP authentication types and action types are answered as sent.
+SERVICE_SPELLING = {
+    **{v: v.lower() for v in ("Enabled", "Disabled", "Completed", "Faulted", "Fixed", "None")},
+    **{v: v.lower() for v in ("Minute", "Hour", "Day", "Week", "Month")},
+    **{v: v.lower() for v in ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")},
+    "NetMessaging": "netMessaging",
+    "AMQP": "amqp",
+    "SharedAccessKey": "sharedAccessKey",
+}
+_ENUM_KEYS = ("state", "frequency", "retry_type", "week_days", "day", "transport_type")
+
+
+def answered(node: Any) -> Any:
+    """A model's ``as_dict()`` as the emulator answers it: enumerations in the service's spelling (a Service Bus
+    authentication's type too), a recurrence's omitted interval as 1."""
+    if isinstance(node, list):
+        return [answered(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    result = {}
+    for key, value in node.items():
+        if key in _ENUM_KEYS or (key == "type" and value == "SharedAccessKey"):
+            value = [SERVICE_SPELLING[v] for v in value] if isinstance(value, list) else SERVICE_SPELLING[value]
+        result[key] = answered(value)
+    if "frequency" in result and "interval" not in result:
+        result["interval"] = 1
+    return result
+
+
 def without_secrets(action: JobAction | JobErrorAction) -> dict[str, Any]:
-    """What the server must send back for ``action``: all of it minus write-only secrets."""
+    """What the server must send back for ``action``: all of it minus the write-only secrets the job shape
+    declares (``schemas.job_shape.SECRETS``, in the SDK's snake_case)."""
     expected = copy.deepcopy(action.as_dict())
     for act in (expected, expected.get("error_action")):
         if not act:
             continue
-        for secret in ("password", "pfx", "secret"):
-            (act.get("request") or {}).get("authentication", {}).pop(secret, None)
-        for payload in ("service_bus_queue_message", "service_bus_topic_message"):
-            (act.get(payload) or {}).get("authentication", {}).pop("sas_key", None)
+        for slot in SECRETS:
+            holder = act.get(to_snake(slot.payload)) or {}
+            for key in slot.holder:
+                holder = holder.get(to_snake(key)) or {}
+            holder.pop(to_snake(slot.name), None)
     return expected
 
 
@@ -253,7 +287,10 @@ def test_collection_create_answers_201_then_replace_answers_200_with_every_field
     assert created.tags == {"team": "ops", "env": "test"}
     assert created.properties.sku.name == "P10Premium"
     assert created.properties.state == "Enabled"
-    assert created.properties.quota.as_dict() == quota.as_dict()
+    assert created.properties.quota.as_dict() == {
+        **quota.as_dict(),
+        "max_recurrence": {"frequency": "hour", "interval": 1},  # lower-case, as the service wrote it
+    }
 
     definition.tags = {"team": "platform"}
     definition.properties = JobCollectionProperties(sku=Sku(name="Standard"), state="Disabled")
@@ -261,7 +298,7 @@ def test_collection_create_answers_201_then_replace_answers_200_with_every_field
         names.resource_group, names.collection, definition, cls=with_status
     )
 
-    assert status == 200
+    assert status == 201  # a replace too, as the service answered (recorded)
     assert replaced.tags == {"team": "platform"}
     assert replaced.properties.sku.name == "Standard"
     assert replaced.properties.state == "Disabled"
@@ -354,7 +391,7 @@ def test_collection_patch_replaces_tags_and_merges_properties(client: SchedulerM
     assert patched.properties.state == "Enabled"
     assert patched.properties.quota.max_job_count == 10
     assert patched.properties.quota.max_job_occurrence == 50
-    assert patched.properties.quota.max_recurrence.as_dict() == {"frequency": "Minute", "interval": 5}
+    assert patched.properties.quota.max_recurrence.as_dict() == {"frequency": "minute", "interval": 5}
     assert client.job_collections.get(names.resource_group, names.collection).as_dict() == patched.as_dict()
 
 
@@ -368,7 +405,7 @@ def test_collection_disable_and_enable_set_the_collection_and_its_jobs(
 
     assert client.job_collections.get(names.resource_group, collection).properties.state == "Disabled"
     for job in client.jobs.list(names.resource_group, collection):
-        assert job.properties.state == "Disabled"
+        assert job.properties.state == "disabled"
         assert job.properties.status.next_execution_time is None
 
     client.job_collections.begin_enable(names.resource_group, collection).result()
@@ -377,7 +414,7 @@ def test_collection_disable_and_enable_set_the_collection_and_its_jobs(
     jobs = {job.name: job for job in client.jobs.list(names.resource_group, collection)}
     assert sorted(jobs) == [f"{collection}/off", f"{collection}/on"]
     for job in jobs.values():
-        assert job.properties.state == "Enabled"
+        assert job.properties.state == "enabled"
         assert job.properties.status.next_execution_time == START
 
 
@@ -414,7 +451,7 @@ def test_job_create_answers_201_and_replace_answers_200(
     assert created.type == JOB_TYPE
     assert created.name == f"{collection}/nightly"
     assert created.properties.start_time == START
-    assert created.properties.state == "Enabled"
+    assert created.properties.state == "enabled"
     assert created.properties.status.execution_count == 0
     assert created.properties.status.failure_count == 0
     assert created.properties.status.faulted_count == 0
@@ -427,7 +464,7 @@ def test_job_create_answers_201_and_replace_answers_200(
 
     assert status == 200
     assert replaced.properties.action.request.uri == "https://example.invalid/other"
-    assert replaced.properties.recurrence.as_dict() == {"frequency": "Hour", "interval": 6}
+    assert replaced.properties.recurrence.as_dict() == {"frequency": "hour", "interval": 6}
     assert replaced.properties.status.next_execution_time == START
     assert client.jobs.get(names.resource_group, collection, "NIGHTLY").as_dict() == replaced.as_dict()
 
@@ -463,13 +500,13 @@ def assert_round_trip(client: SchedulerManagementClient, names: Names, name: str
     assert status == 201
     got = client.jobs.get(names.resource_group, names.collection, name)
     for answer in (created, got):
-        assert answer.properties.action.as_dict() == without_secrets(job.properties.action)
+        assert answer.properties.action.as_dict() == answered(without_secrets(job.properties.action))
         assert answer.properties.start_time == job.properties.start_time
         if job.properties.recurrence is None:
             assert answer.properties.recurrence is None
         else:
-            assert answer.properties.recurrence.as_dict() == job.properties.recurrence.as_dict()
-        assert answer.properties.state == (job.properties.state or "Enabled")
+            assert answer.properties.recurrence.as_dict() == answered(job.properties.recurrence.as_dict())
+        assert answer.properties.state == SERVICE_SPELLING[job.properties.state or "Enabled"]
     return got
 
 
@@ -554,7 +591,7 @@ def test_https_action_with_client_certificate_reports_the_certificate_and_hides_
         assert auth.certificate_thumbprint == pfx.thumbprint
         assert auth.certificate_subject_name == "CN=Scheduler Mgmt"
         assert auth.certificate_expiration_date == pfx.certificate.not_valid_after_utc
-        assert answer.properties.action.retry_policy.retry_type == "None"
+        assert answer.properties.action.retry_policy.retry_type == "none"
         assert answer.properties.action.request.uri == "https://example.invalid/secure"
         assert answer.properties.action.request.method == "GET"
         assert answer.properties.recurrence is None
@@ -621,7 +658,7 @@ def test_storage_queue_action_with_service_bus_queue_error_action_round_trips(
     got = assert_round_trip(client, names, "queue", job)
 
     queue = got.properties.action.queue_message
-    assert queue.sas_token == "?sv=2015-04-05&sr=q&sig=abc%3D&se=2030-01-01T00%3A00%3A00Z&sp=a"
+    assert queue.sas_token is None  # write-only (SPEC §4)
     assert queue.message == "<b>hello</b> & bye"
     assert got.properties.action.retry_policy.retry_interval == timedelta(hours=1)
     assert got.properties.action.retry_policy.retry_count == 0
@@ -674,7 +711,7 @@ def test_service_bus_topic_action_round_trips_every_message_property(
 
     message = got.properties.action.service_bus_topic_message
     assert message.authentication.sas_key is None
-    assert message.authentication.type == "SharedAccessKey"
+    assert message.authentication.type == "sharedAccessKey"
     assert message.brokered_message_properties.scheduled_enqueue_time_utc == enqueue_at
     assert message.brokered_message_properties.time_to_live == timedelta(hours=2, minutes=30)
     assert message.brokered_message_properties.force_persistence is True
@@ -698,7 +735,7 @@ def test_weekly_recurrence_with_week_days_hours_and_minutes_round_trips(
     got = assert_round_trip(client, names, "weekly", job)
 
     schedule = got.properties.recurrence.schedule
-    assert schedule.week_days == ["Monday", "Friday"]
+    assert schedule.week_days == ["monday", "friday"]
     assert schedule.hours == [9, 17]
     assert schedule.minutes == [0, 30]
     assert got.properties.recurrence.interval == 2
@@ -729,7 +766,7 @@ def test_monthly_recurrence_with_month_days_and_monthly_occurrences_round_trips(
 
     schedule = got.properties.recurrence.schedule
     assert schedule.month_days == [1, 15, -1]
-    assert [(o.day, o.occurrence) for o in schedule.monthly_occurrences] == [("Monday", 1), ("Friday", -1)]
+    assert [(o.day, o.occurrence) for o in schedule.monthly_occurrences] == [("monday", 1), ("friday", -1)]
     assert schedule.hours == [6]
     assert schedule.minutes == [15, 45]
 
@@ -765,9 +802,9 @@ def test_job_list_filters_by_state(client: SchedulerManagementClient, names: Nam
     enabled = list(client.jobs.list(names.resource_group, collection, filter="state eq 'Enabled'"))
 
     assert sorted(job.name for job in disabled) == [f"{collection}/disabled{i}" for i in range(4)]
-    assert all(job.properties.state == "Disabled" for job in disabled)
+    assert all(job.properties.state == "disabled" for job in disabled)
     assert sorted(job.name for job in enabled) == [f"{collection}/enabled{i}" for i in range(3)]
-    assert all(job.properties.state == "Enabled" for job in enabled)
+    assert all(job.properties.state == "enabled" for job in enabled)
 
 
 def test_job_patch_merges_properties_and_keeps_write_only_secrets(
@@ -800,10 +837,10 @@ def test_job_patch_merges_properties_and_keeps_write_only_secrets(
         JobDefinition(properties=JobProperties(state="Disabled", recurrence=JobRecurrence(interval=3))),
     )
 
-    assert disabled.properties.state == "Disabled"
+    assert disabled.properties.state == "disabled"
     assert disabled.properties.status.next_execution_time is None
-    assert disabled.properties.recurrence.as_dict() == {"frequency": "Day", "interval": 3, "count": 5}
-    assert disabled.properties.action.as_dict() == without_secrets(action)
+    assert disabled.properties.recurrence.as_dict() == {"frequency": "day", "interval": 3, "count": 5}
+    assert disabled.properties.action.as_dict() == answered(without_secrets(action))
     assert disabled.properties.start_time == START
     row = stored_job(backend, names, "patched")
     assert row is not None
@@ -813,7 +850,7 @@ def test_job_patch_merges_properties_and_keeps_write_only_secrets(
         names.resource_group, collection, "patched", JobDefinition(properties=JobProperties(state="Enabled"))
     )
 
-    assert enabled.properties.state == "Enabled"
+    assert enabled.properties.state == "enabled"
     assert enabled.properties.status.next_execution_time == START
     assert client.jobs.get(names.resource_group, collection, "patched").as_dict() == enabled.as_dict()
 
@@ -831,7 +868,7 @@ def test_job_run_answers_200_and_leaves_the_job_in_place(
     after = client.jobs.get(names.resource_group, collection, "runnable")
     assert after.properties.action.as_dict() == created.properties.action.as_dict()
     assert after.properties.recurrence.as_dict() == created.properties.recurrence.as_dict()
-    assert after.properties.state == "Enabled"
+    assert after.properties.state == "enabled"
     with pytest.raises(ResourceNotFoundError):
         client.jobs.run(names.resource_group, collection, "missing")
 

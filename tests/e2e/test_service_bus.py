@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from amqp_peer import AmqpPeer
+from azure.core.credentials import AzureNamedKeyCredential
 from conftest import Names, unique, wait_until
 from support.api_client import QUICK_DISPATCH, EmulatorApi
 from support.times import days_ahead, parse
@@ -263,7 +264,7 @@ def test_wrong_key_fails_each_attempt_then_runs_the_error_action(
 
     def faulted() -> dict[str, Any] | None:
         job_now = emulator.job(names, job)
-        return job_now if job_now["properties"]["state"] == "Faulted" else None
+        return job_now if job_now["properties"]["state"] == "faulted" else None
 
     status = wait_until(faulted, 10, lambda: f"job {job} to become Faulted")["properties"]["status"]
     assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (2, 2, 1)
@@ -307,6 +308,89 @@ def test_a_dropped_connection_is_reopened_by_the_next_fire(
     assert len(peer.tokens(queue)) == 2 and len(peer.links(queue)) == 2
 
 
+def _decoy() -> socket.socket:
+    """A loopback listener that no credential may ever reach (never accepted from: a connection waits in its
+    backlog, where ``accept`` on the non-blocking socket finds it)."""
+    decoy = socket.socket()
+    decoy.bind(("127.0.0.1", 0))
+    decoy.listen()
+    decoy.setblocking(False)
+    return decoy
+
+
+def _connected(decoy: socket.socket) -> bool:
+    try:
+        decoy.accept()[0].close()
+    except BlockingIOError:
+        return False
+    return True
+
+
+def test_credentials_reach_only_the_mapped_endpoint_whatever_the_key_holds(
+    emulator: Emulator, peer: AmqpPeer, names: Names
+) -> None:
+    """A sasKey written to redirect a connection string (another Endpoint, plain TCP) is only a key: the token
+    it signs goes to the namespace's mapped endpoint, which refuses it, and nothing reaches the other host."""
+    with _decoy() as decoy:
+        port = decoy.getsockname()[1]
+        hostile = f"{KEY};Endpoint=sb://127.0.0.1:{port}/;UseDevelopmentEmulator=true;SharedAccessKeyName=x"
+        queue, job = unique("redirect-"), unique("sbredirect-")
+        emulator.put_job(names, job, {"startTime": later(), "action": queue_action(queue, key=hostile)})
+        emulator.run(names, job)
+        [entry] = emulator.wait_history(names, job, 1)
+        assert entry["status"] == "Failed" and "could not authenticate" in entry["message"], entry
+        assert "401" in entry["message"] and KEY not in entry["message"], entry["message"]
+        assert [(t.key_name, t.status) for t in peer.tokens(queue)] == [(KEY_NAME, 401)]
+        assert not _connected(decoy), "a job's credentials reached another host"
+
+
+# Names with characters a URL escapes are left out: the SDK escapes a key name twice in the token (its
+# generate_sas_token), which the peer, decoding once, would not match; the rule's ';' and '=' are 400s.
+@pytest.mark.parametrize("key_name", ["Send.Only_~-1", "k" * 256], ids=["punctuation", "256-characters"])
+def test_any_valid_key_name_and_any_key_authenticate_at_the_mapped_endpoint(key_name: str) -> None:
+    """In process: the name and key reach the mapped peer intact (it verifies the token with them), and
+    nothing else is connected to, whatever they hold."""
+    with _decoy() as decoy:
+        key = f"{KEY};Endpoint=sb://127.0.0.1:{decoy.getsockname()[1]};UseDevelopmentEmulator=false"
+        with AmqpPeer({key_name: key}) as other:
+            action = ServiceBusAction({"ns-one": other.url}, timeout=10)
+            message = _queue_message("intact", authentication={"sasKeyName": key_name, "sasKey": key})
+
+            async def run() -> Outcome:
+                try:
+                    return await action.execute(message, _context())
+                finally:
+                    await action.close()
+
+            outcome = asyncio.run(run())
+            assert outcome.succeeded, outcome.message
+            assert [(t.key_name, t.status) for t in other.tokens("intact")] == [(key_name, 200)]
+            assert len(other.messages("intact")) == 1
+        assert not _connected(decoy)
+
+
+def test_a_key_name_past_the_api_rule_still_reaches_only_the_mapped_endpoint() -> None:
+    """In process, a message built without validation (as a job stored before the rule): a key name holding
+    connection-string settings is only a name in the token, sent to the mapped peer, never a redirection."""
+    with _decoy() as decoy, AmqpPeer({KEY_NAME: KEY}) as other:
+        hostile = f"{KEY_NAME};Endpoint=sb://127.0.0.1:{decoy.getsockname()[1]}/;UseDevelopmentEmulator=true"
+        valid = _queue_message("named")
+        auth = valid.authentication.model_construct(sas_key_name=hostile, sas_key=KEY, type="SharedAccessKey")
+        message = valid.model_copy(update={"authentication": auth})
+        action = ServiceBusAction({"ns-one": other.url}, timeout=10)
+
+        async def run() -> Outcome:
+            try:
+                return await action.execute(message, _context())
+            finally:
+                await action.close()
+
+        outcome = asyncio.run(run())
+        assert not outcome.succeeded and "could not authenticate" in outcome.message, outcome.message
+        assert [t.status for t in other.tokens("named")] == [401]
+        assert not _connected(decoy), "a key name redirected the connection"
+
+
 # --- the action in process: endpoint forms and failures that need no scheduler around them --------------
 
 
@@ -338,9 +422,11 @@ def test_endpoint_mapping_forms() -> None:
     assert resolve_endpoint("sb", endpoints).endpoint == "sb://x.example"
     with pytest.raises(ValueError, match="not amqp://, amqps:// or sb://"):
         resolve_endpoint("http", endpoints)
-    connection_string = resolve_endpoint("local", endpoints).connection_string(KEY_NAME, KEY)
-    assert connection_string == (
-        f"Endpoint=sb://127.0.0.1:5673;SharedAccessKeyName={KEY_NAME};SharedAccessKey={KEY};UseDevelopmentEmulator=true"
+    # The SDK is given the endpoint and a credential object, never a connection string (SPEC §11).
+    credential = AzureNamedKeyCredential(KEY_NAME, KEY)
+    assert resolve_endpoint("local", endpoints).client(credential).fully_qualified_namespace == "127.0.0.1:5673"
+    assert resolve_endpoint("tls", endpoints).client(credential).fully_qualified_namespace == (
+        "other.servicebus.windows.net"
     )
 
 

@@ -236,7 +236,7 @@ def test_message_lands_on_the_queue_in_the_envelope(emulator: Emulator, azurite:
         assert fields["SchedulerJobCollectionId"] == names.collection
         assert fields["Region"] == "West US"
 
-        done = emulator.wait_state(names, job, "Completed")
+        done = emulator.wait_state(names, job, "completed")
         status = done["properties"]["status"]
         assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (1, 0, 0)
         [entry] = emulator.history(names, job)
@@ -292,7 +292,7 @@ def test_failed_attempt_is_retried_then_the_error_action_runs(
     assert fields["Message"] == f"error action of {job}"
     assert fields["SchedulerJobId"] == job
 
-    done = emulator.wait_state(names, job, "Faulted")  # a one-time job whose only occurrence faulted
+    done = emulator.wait_state(names, job, "faulted")  # a one-time job whose only occurrence faulted
     status = done["properties"]["status"]
     assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (2, 2, 1)
     history = emulator.wait_history(names, job, 3)
@@ -339,7 +339,7 @@ def test_failing_http_action_runs_a_storage_queue_error_action(emulator: Emulato
     assert fields["Message"] == TRICKY
     assert fields["SchedulerJobId"] == job
     assert fields["SchedulerJobCollectionId"] == names.collection
-    done = emulator.wait_state(names, job, "Faulted")
+    done = emulator.wait_state(names, job, "faulted")
     status = done["properties"]["status"]
     assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (1, 1, 1)
     history = emulator.wait_history(names, job, 2)
@@ -356,7 +356,7 @@ def test_unreachable_account_is_a_failed_attempt(emulator: Emulator) -> None:
     job = unique("unreachable-")
     emulator.put_job(names, job, {"action": queue_action("orders", sas, "hello", account=UNREACHABLE, retry=NO_RETRY)})
 
-    emulator.wait_state(names, job, "Faulted")
+    emulator.wait_state(names, job, "faulted")
     [entry] = emulator.wait_history(names, job, 1)
     assert (entry["actionName"], entry["status"]) == ("MainAction", "Failed")
     assert entry["message"] == (

@@ -20,6 +20,7 @@ from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.domain.describe import describe_schedule
 from scheduler_emulator.schemas.job_collection import stored_limits
+from scheduler_emulator.schemas.job_shape import masked
 from scheduler_emulator.service import collections, jobs
 from scheduler_emulator.service.collections import CollectionRef
 from scheduler_emulator.store import repository as repo
@@ -30,7 +31,6 @@ router = APIRouter(prefix="/_emulator")
 ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
 UI_PATHS = frozenset({"/_emulator/ui", "/_emulator/ui/", *(f"/_emulator/ui/{name}" for name in ASSETS)})
 MASK = "********"
-_SECRET_KEYS = frozenset({"password", "pfx", "secret", "saskey", "sastoken"})
 MAX_COLLECTIONS = 1000
 MAX_JOBS = 1000
 _SECURITY_HEADERS = {
@@ -115,13 +115,9 @@ async def describe(request: Request) -> Response:
     return JSONResponse({"description": describe_schedule(body)})
 
 
-def mask_secrets(node: Any) -> Any:
-    """The definition with every secret's value replaced by ``********`` (and nothing else changed)."""
-    if isinstance(node, dict):
-        return {key: MASK if key.lower() in _SECRET_KEYS else mask_secrets(value) for key, value in node.items()}
-    if isinstance(node, list):
-        return [mask_secrets(item) for item in node]
-    return node
+def mask_secrets(definition: dict[str, Any]) -> dict[str, Any]:
+    """The definition with every secret's value (schemas.job_shape.SECRETS) replaced by ``********``."""
+    return masked(definition, MASK)
 
 
 def _collection_summary(row: JobCollectionRow, job_count: int) -> dict[str, Any]:

@@ -32,12 +32,12 @@ async def create_or_replace_collection(
     moment, floor = now(request), retry_floor(request)
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
-    def work(session: Session) -> tuple[int, dict[str, Any]]:
-        collection, created = collections.put(session, ref, body, moment, floor)
-        return (201 if created else 200), collection_to_wire(collection)
+    def work(session: Session) -> dict[str, Any]:
+        collection, _ = collections.put(session, ref, body, moment, floor)
+        return collection_to_wire(collection)
 
-    status, wire = await in_session(request, work, wake=True)
-    return JSONResponse(wire, status_code=status)
+    # 201 on create and on replace alike, as the service answered both (recorded; SPEC §3).
+    return JSONResponse(await in_session(request, work, wake=True), status_code=201)
 
 
 @router.patch(RESOURCE_GROUP_LIST + "/{collection_name}")

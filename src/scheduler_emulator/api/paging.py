@@ -13,7 +13,8 @@ from scheduler_emulator.api import errors
 MAX_TOP = 100
 _INTEGER = re.compile(r"^\s*[+-]?[0-9]{1,20}\s*$")
 MAX_SKIP = 2**31 - 1  # beyond any store's row count; bigger values overflow SQL OFFSET
-_FILTER = re.compile(r"^\s*(?P<field>\w+)\s+eq\s+'(?P<value>[^']*)'\s*$", re.IGNORECASE)
+# Quoted or bare: the .NET SDK sent "state eq Disabled" and the service answered it (recorded; SPEC §1).
+_FILTER = re.compile(r"^\s*(?P<field>\w+)\s+eq\s+(?:'(?P<quoted>[^']*)'|(?P<bare>[A-Za-z]+))\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -44,17 +45,18 @@ def _integer(raw: str | None, name: str, low: int, high: int | None, default: in
 
 
 def equality_filter(request: Request, field: str, values: tuple[str, ...]) -> str | None:
-    """The canonical value of a ``$filter=<field> eq '<value>'`` query, or None without one."""
+    """The canonical value of a ``$filter=<field> eq '<value>'`` (or bare ``<value>``) query, or None without one."""
     raw = request.query_params.get("$filter")
     if raw is None or raw.strip() == "":
         return None
     match = _FILTER.match(raw)
     if not match or match["field"].lower() != field.lower():
         raise errors.invalid_field("$filter", f"'{raw}' is not supported; use {field} eq '<{'|'.join(values)}>'")
+    sent = match["quoted"] if match["quoted"] is not None else match["bare"]
     for value in values:
-        if value.lower() == match["value"].lower():
+        if value.lower() == sent.lower():
             return value
-    raise errors.invalid_field("$filter", f"'{match['value']}' is not one of: {', '.join(values)}")
+    raise errors.invalid_field("$filter", f"'{sent}' is not one of: {', '.join(values)}")
 
 
 def list_body(request: Request, items: list[Any], page: Page, has_more: bool) -> dict[str, Any]:

@@ -253,7 +253,7 @@ class ArmPipeline:
         if content_type_error is not None:
             return content_type_error
         length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+        if length is not None and length.isascii() and length.isdigit() and int(length) > self.max_body_bytes:
             return errors.request_too_large("request body", self.max_body_bytes, int(length))
         return None
 

@@ -30,7 +30,7 @@ from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.domain.errors import FieldError
 from scheduler_emulator.domain.job_rules import HORIZON
-from scheduler_emulator.schemas.common import DateTime, WireModel
+from scheduler_emulator.schemas.common import DateTime, Integer, WireModel
 from scheduler_emulator.schemas.job import Recurrence, timing_of
 
 T = TypeVar("T")
@@ -42,7 +42,7 @@ class PreviewIn(WireModel):
     start_time: DateTime | None = None
     recurrence: Recurrence | None = None
     now: DateTime | None = None
-    count: int = Field(10, ge=1, le=MAX_PREVIEW)
+    count: Integer = Field(10, ge=1, le=MAX_PREVIEW)
 
 
 def compute_preview(raw: bytes, default_now: datetime) -> tuple[int, dict[str, Any]]:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from scheduler_emulator.api.client_dialects import Style, render_durations
 from scheduler_emulator.domain.clock import isoformat_z
-from scheduler_emulator.schemas.job import strip_secrets, use_spec_occurrence_key
+from scheduler_emulator.schemas.job import (
+    answer_both_certificate_names,
+    answer_both_occurrence_keys,
+    service_spelling,
+    strip_secrets,
+    write_service_enums,
+)
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 
 COLLECTION_TYPE = "Microsoft.Scheduler/jobCollections"
@@ -34,8 +41,11 @@ def collection_to_wire(collection: JobCollectionRow) -> dict[str, Any]:
     }
     if collection.tags:
         body["tags"] = collection.tags
-    properties = dict(collection.properties)
+    properties = copy.deepcopy(collection.properties)
     properties["state"] = _echo(properties.get("state"), collection.state)
+    recurrence = (properties.get("quota") or {}).get("maxRecurrence")
+    if isinstance(recurrence, dict) and isinstance(recurrence.get("frequency"), str):
+        recurrence["frequency"] = recurrence["frequency"].lower()  # as the service wrote it (SPEC §2)
     if "sku" not in properties or not isinstance(properties["sku"], dict) or "name" not in properties["sku"]:
         properties["sku"] = {**(properties.get("sku") or {}), "name": collection.sku}
     body["properties"] = properties
@@ -43,11 +53,17 @@ def collection_to_wire(collection: JobCollectionRow) -> dict[str, Any]:
 
 
 def job_to_wire(collection: JobCollectionRow, job: JobRow, durations: Style = Style.ECHO) -> dict[str, Any]:
-    """A job as ARM shows it, its durations written in ``durations`` (api.client_dialects)."""
+    """A job as ARM shows it, its durations written in ``durations`` (api.client_dialects), its enumerations
+    in the service's spelling (SPEC §2)."""
     properties = strip_secrets(job.definition)
     render_durations(properties, durations)
-    use_spec_occurrence_key(properties)  # rows stored before writes did it
-    properties["state"] = _echo(properties.get("state"), job.state)
+    answer_both_occurrence_keys(properties)
+    answer_both_certificate_names(properties)
+    write_service_enums(properties)
+    properties["state"] = service_spelling(job.state)
+    recurrence = properties.get("recurrence")
+    if isinstance(recurrence, dict) and recurrence.get("interval") is None:
+        recurrence["interval"] = 1  # the service answered the default it applied (recorded)
     status: dict[str, Any] = {
         "executionCount": job.execution_count,
         "failureCount": job.failure_count,

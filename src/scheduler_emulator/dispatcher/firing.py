@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import traceback
 from typing import Any
 
 from scheduler_emulator.config import Settings
@@ -13,38 +13,44 @@ from scheduler_emulator.dispatcher.actions.service_bus import ServiceBusAction
 from scheduler_emulator.dispatcher.actions.session import SharedSession
 from scheduler_emulator.dispatcher.actions.storage_queue import StorageQueueAction
 from scheduler_emulator.schemas.job import ActionBase
+from scheduler_emulator.schemas.job_shape import PAYLOAD_OF, scrub, secrets_of_action
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
 
 
 class Actions:
-    """All action types of one process: each type's runner and where its payload is in the action. The
-    runners share the process's one aiohttp session."""
+    """All action types of one process: each type's runner (its payload: schemas.job_shape.PAYLOAD_OF). The
+    runners share the process's one aiohttp session. Whatever an attempt reports passes here, so this is
+    where the job's secrets are scrubbed from it, whichever runner wrote it."""
 
     def __init__(self, settings: Settings) -> None:
         self.session = SharedSession(settings.outbound_policy, settings.action_timeout)
         self.http = HttpAction(settings, self.session)
         self.storage_queue = StorageQueueAction(settings.storage_endpoint_map, settings.action_timeout, self.session)
         self.service_bus = ServiceBusAction(settings.servicebus_endpoint_map, settings.action_timeout)
-        self.by_type: dict[str, tuple[ActionRunner[Any], Callable[[ActionBase], Any]]] = {
-            "Http": (self.http, lambda action: action.request),
-            "Https": (self.http, lambda action: action.request),
-            "StorageQueue": (self.storage_queue, lambda action: action.queue_message),
-            "ServiceBusQueue": (self.service_bus, lambda action: action.service_bus_queue_message),
-            "ServiceBusTopic": (self.service_bus, lambda action: action.service_bus_topic_message),
+        by_payload: dict[str, ActionRunner[Any]] = {
+            "request": self.http,
+            "queueMessage": self.storage_queue,
+            "serviceBusQueueMessage": self.service_bus,
+            "serviceBusTopicMessage": self.service_bus,
         }
+        self.by_type = {action_type: by_payload[payload.key] for action_type, payload in PAYLOAD_OF.items()}
 
     async def execute(self, action: ActionBase, context: FireContext) -> Outcome:
-        """The attempt's outcome; an unexpected error in an action module is a failed attempt, not a crash."""
-        entry = self.by_type.get(action.type)
-        payload = entry[1](action) if entry is not None else None
-        if entry is None or payload is None:
+        """The attempt's outcome, the action's secrets scrubbed from its message; an unexpected error in an
+        action module is a failed attempt, not a crash."""
+        runner = self.by_type.get(action.type)
+        payload = getattr(action, PAYLOAD_OF[action.type].attribute, None) if runner is not None else None
+        if runner is None or payload is None:
             return Outcome(False, f"{action.type} Action - the action has no payload")
+        secrets = secrets_of_action(action)
         try:
-            return await entry[0].execute(payload, context)
-        except Exception as exc:
-            log.exception("%s action raised unexpectedly", action.type)
-            return Outcome(False, f"{action.type} Action - unexpected error: {type(exc).__name__}: {exc}")
+            outcome = await runner.execute(payload, context)
+        except Exception as exc:  # noqa: BLE001 - a failed attempt; its traceback logged with the secrets scrubbed
+            reason = scrub(f"{type(exc).__name__}: {exc}", secrets)
+            log.error("%s action raised unexpectedly: %s", action.type, scrub(traceback.format_exc(), secrets))
+            return Outcome(False, f"{action.type} Action - unexpected error: {reason}")
+        return Outcome(outcome.succeeded, scrub(outcome.message, secrets)) if secrets else outcome
 
     async def close(self) -> None:
         await self.http.close()

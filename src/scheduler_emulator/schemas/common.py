@@ -40,6 +40,17 @@ def _as_list(raw: object) -> object:
 LenientList = Annotated[list[T], BeforeValidator(_as_list)]
 
 
+def _no_boolean(raw: object) -> object:
+    # JSON true/false is not a number (SPEC §11): pydantic's lax int would read it as 1/0.
+    if isinstance(raw, bool):
+        raise ValueError(f"must be an integer, not {str(raw).lower()}")
+    return raw
+
+
+Integer = Annotated[int, BeforeValidator(_no_boolean)]
+"""An integer field of the wire: a JSON number (or its text, as Azure read it), never a boolean."""
+
+
 def _aware(value: datetime) -> datetime:
     # Times without an offset are UTC (SPEC §5).
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
@@ -51,6 +62,8 @@ def _parse_datetime(raw: object) -> datetime:
     if not isinstance(raw, str):
         raise ValueError("must be an ISO-8601 date and time string")
     text = raw.strip()
+    if not text.isascii():  # ASCII digits only (SPEC §11), whatever the parser underneath accepts
+        raise ValueError(f"'{raw[:60]}' is not an ISO-8601 date and time (ASCII characters only)")
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     try:

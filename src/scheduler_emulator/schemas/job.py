@@ -4,7 +4,6 @@ that need nothing but the definition itself. Plan- and time-dependent rules live
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -13,17 +12,13 @@ from pydantic import AliasChoices, Field, model_validator
 
 from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.errors import FieldError
-from scheduler_emulator.schemas.common import CaseInsensitive, DateTime, Duration, LenientList, WireModel
+from scheduler_emulator.schemas import job_shape as shape
+from scheduler_emulator.schemas.common import CaseInsensitive, DateTime, Duration, Integer, LenientList, WireModel
+from scheduler_emulator.schemas.job_shape import duration_fields as duration_fields  # re-exported
+from scheduler_emulator.schemas.job_shape import strip_secrets as strip_secrets  # re-exported
 from scheduler_emulator.schemas.strict_json import check_line
 
-ACTION_TYPES = ("Http", "Https", "StorageQueue", "ServiceBusQueue", "ServiceBusTopic")
-PAYLOAD_OF = {
-    "Http": "request",
-    "Https": "request",
-    "StorageQueue": "queueMessage",
-    "ServiceBusQueue": "serviceBusQueueMessage",
-    "ServiceBusTopic": "serviceBusTopicMessage",
-}
+ACTION_TYPES = tuple(shape.PAYLOAD_OF)
 HTTP_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE")
 WEEK_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 FREQUENCIES = ("Minute", "Hour", "Day", "Week", "Month")
@@ -34,12 +29,25 @@ MAX_BODY_CHARS = 8192
 SERVICE_BUS_NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9-]{4,48}[A-Za-z0-9]")
 
 
+# A shared access policy (SAS key) name: 1-256 characters, none of them ';', '=' or a control character.
+SAS_KEY_NAME = re.compile(r"[^;=\x00-\x1f\x7f-\x9f]{1,256}")
+STORAGE_ACCOUNT = re.compile(r"[a-z0-9]{3,24}")
+
+
 def is_service_bus_namespace(name: str) -> bool:
     """Azure's rule for a Service Bus namespace name (6–50 letters, digits, hyphens; letter first; no hyphen last)."""
     return SERVICE_BUS_NAMESPACE.fullmatch(name) is not None
 
 
-SECRET_FIELDS = ("password", "pfx", "secret")  # of authentication objects; plus service bus sasKey
+def is_sas_key_name(name: str) -> bool:
+    """Azure's rule for a shared access authorization rule's name (1–256 characters, no ';', '=' or controls)."""
+    return SAS_KEY_NAME.fullmatch(name) is not None
+
+
+def is_storage_account(name: str) -> bool:
+    """Azure's rule for a storage account name (3–24 lower-case letters and digits)."""
+    return STORAGE_ACCOUNT.fullmatch(name) is not None
+
 
 WeekDay = CaseInsensitive(*WEEK_DAYS)
 
@@ -138,6 +146,17 @@ class StorageQueueMessage(WireModel):
     sas_token: str = Field(min_length=1)
     message: str
 
+    @model_validator(mode="after")
+    def _account_rule(self) -> StorageQueueMessage:
+        # Azure's rule; it also keeps anything but a host label out of the URL the name goes into (SPEC §11).
+        if not is_storage_account(self.storage_account):
+            raise FieldError(
+                "storageAccount",
+                f"'{self.storage_account[:60]}' is not a valid storage account name: 3 to 24 lower-case letters "
+                "and digits",
+            )
+        return self
+
 
 class ServiceBusAuthentication(WireModel):
     sas_key: str | None = None
@@ -149,6 +168,11 @@ class ServiceBusAuthentication(WireModel):
         for name, wire in (("sas_key_name", "sasKeyName"), ("sas_key", "sasKey")):
             if not getattr(self, name):
                 raise FieldError(wire, "is required")
+        if not is_sas_key_name(self.sas_key_name or ""):
+            raise FieldError(
+                "sasKeyName",
+                "is not a valid shared access policy name: 1 to 256 characters, without ';', '=' or control characters",
+            )
         return self
 
 
@@ -199,7 +223,7 @@ class ServiceBusTopicMessage(ServiceBusMessage):
 class RetryPolicy(WireModel):
     retry_type: CaseInsensitive("None", "Fixed") | None = None  # type: ignore[valid-type]
     retry_interval: Duration | None = None
-    retry_count: int | None = Field(None, ge=0, le=20)
+    retry_count: Integer | None = Field(None, ge=0, le=20)
 
 
 class ActionBase(WireModel):
@@ -212,18 +236,15 @@ class ActionBase(WireModel):
 
     @model_validator(mode="after")
     def _payload_matches_type(self) -> ActionBase:
-        wanted = PAYLOAD_OF[self.type]
-        for name, wire in (
-            ("request", "request"),
-            ("queue_message", "queueMessage"),
-            ("service_bus_queue_message", "serviceBusQueueMessage"),
-            ("service_bus_topic_message", "serviceBusTopicMessage"),
-        ):
-            present = getattr(self, name) is not None
-            if wire == wanted and not present:
-                raise FieldError(wire, f"is required when the action type is '{self.type}'")
-            if wire != wanted and present:
-                raise FieldError(wire, f"cannot be used with action type '{self.type}' (it takes '{wanted}')")
+        wanted = shape.PAYLOAD_OF[self.type]
+        for payload in shape.PAYLOADS:
+            present = getattr(self, payload.attribute) is not None
+            if payload is wanted and not present:
+                raise FieldError(payload.key, f"is required when the action type is '{self.type}'")
+            if payload is not wanted and present:
+                raise FieldError(
+                    payload.key, f"cannot be used with action type '{self.type}' (it takes '{wanted.key}')"
+                )
         if self.type == "Https" and self.request and urlsplit(self.request.uri).scheme.lower() != "https":
             raise FieldError("request.uri", "must be an https URI for an Https action")
         return self
@@ -243,7 +264,7 @@ class JobAction(ActionBase):
 
 class MonthlyOccurrence(WireModel):
     day: WeekDay  # type: ignore[valid-type]
-    occurrence: int | None = Field(None, validation_alias=AliasChoices("occurrence", "Occurrence"))
+    occurrence: Integer | None = Field(None, validation_alias=AliasChoices("occurrence", "Occurrence"))
 
     @model_validator(mode="after")
     def _range(self) -> MonthlyOccurrence:
@@ -254,9 +275,9 @@ class MonthlyOccurrence(WireModel):
 
 class Schedule(WireModel):
     week_days: LenientList[WeekDay] | None = None  # type: ignore[valid-type]
-    hours: LenientList[int] | None = None
-    minutes: LenientList[int] | None = None
-    month_days: LenientList[int] | None = None
+    hours: LenientList[Integer] | None = None
+    minutes: LenientList[Integer] | None = None
+    month_days: LenientList[Integer] | None = None
     monthly_occurrences: LenientList[MonthlyOccurrence] | None = None
 
     @model_validator(mode="after")
@@ -273,8 +294,8 @@ class Schedule(WireModel):
 
 class Recurrence(WireModel):
     frequency: CaseInsensitive(*FREQUENCIES)  # type: ignore[valid-type]
-    interval: int | None = None
-    count: int | None = Field(None, ge=1, le=2**31 - 1)
+    interval: Integer | None = None
+    count: Integer | None = Field(None, ge=1, le=2**31 - 1)
     end_time: DateTime | None = None
     schedule: Schedule | None = None
 
@@ -345,48 +366,92 @@ def _domain_recurrence(recurrence: Recurrence | None) -> rec.Recurrence | None:
 def use_spec_occurrence_key(properties: dict[str, Any]) -> None:
     """Rename, in place, ``occurrence`` in ``monthlyOccurrences`` entries to the spec's key ``Occurrence``:
     every SDK reads that key case-sensitively and silently loses ``occurrence`` (the recurrence doc's
-    spelling), so it is stored and answered so whichever the client sent. Where both were sent, the one the
-    schedule uses (``occurrence``, as MonthlyOccurrence reads it) wins."""
-    recurrence = properties.get("recurrence")
-    schedule = recurrence.get("schedule") if isinstance(recurrence, dict) else None
-    entries = schedule.get("monthlyOccurrences") if isinstance(schedule, dict) else None
-    for entry in entries if isinstance(entries, list) else [entries]:
-        if isinstance(entry, dict) and "occurrence" in entry:
+    spelling), so it is stored so whichever the client sent. Where both were sent, the one the schedule uses
+    (``occurrence``, as MonthlyOccurrence reads it) wins."""
+    for entry in _monthly_occurrences(properties):
+        if "occurrence" in entry:
             entry["Occurrence"] = entry.pop("occurrence")
 
 
-def duration_fields(properties: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
-    """(object, key) of every duration string in job properties, stored or as sent: the ``retryInterval``
-    of the action and of its error action, and the ``timeToLive`` of their Service Bus messages."""
-    action = properties.get("action")
-    for act in (action, action.get("errorAction") if isinstance(action, dict) else None):
-        if not isinstance(act, dict):
-            continue
+def answer_both_occurrence_keys(properties: dict[str, Any]) -> None:
+    """Give, in place, each ``monthlyOccurrences`` entry both keys, same value: ``occurrence`` (the service
+    wrote it so: recorded) and ``Occurrence`` (the REST spec's, which the SDKs read)."""
+    for entry in _monthly_occurrences(properties):
+        for key in ("Occurrence", "occurrence"):
+            if key in entry:
+                entry["occurrence"] = entry["Occurrence"] = entry[key]
+                break
+
+
+def answer_both_certificate_names(properties: dict[str, Any]) -> None:
+    """Give, in place, each ClientCertificate authentication its expiry under both names, same value:
+    ``certificateExpiration`` (the service's, recorded) and ``certificateExpirationDate`` (the REST spec's,
+    which the SDKs read)."""
+    for _, act in shape.actions_in(properties):
+        authentication = shape.member(act, "request", "authentication")
+        if isinstance(authentication, dict):
+            for key in ("certificateExpirationDate", "certificateExpiration"):
+                if key in authentication:
+                    value = authentication[key]
+                    authentication["certificateExpiration"] = authentication["certificateExpirationDate"] = value
+                    break
+
+
+def _monthly_occurrences(properties: dict[str, Any]) -> list[dict[str, Any]]:
+    recurrence = properties.get("recurrence")
+    schedule = recurrence.get("schedule") if isinstance(recurrence, dict) else None
+    entries = schedule.get("monthlyOccurrences") if isinstance(schedule, dict) else None
+    return [entry for entry in (entries if isinstance(entries, list) else [entries]) if isinstance(entry, dict)]
+
+
+# The spelling the service wrote each enumeration in its answers (SPEC §2, recorded: a PUT with "Enabled",
+# "Week", "Fixed" came back "enabled", "week", "fixed"); input is read in any case. Members not listed here
+# (action.type, HTTP authentication.type) are answered as the client sent them, as the service did.
+SERVICE_SPELLING = {
+    value.lower(): value[0].lower() + value[1:]
+    for value in (
+        *("Enabled", "Disabled", "Completed", "Faulted"),
+        *FREQUENCIES,
+        *("Fixed", "None"),
+        *WEEK_DAYS,
+        *("NotSpecified", "NetMessaging", "SharedAccessKey"),
+    )
+} | {"amqp": "amqp"}
+
+
+def service_spelling(value: object) -> object:
+    """An enumeration value as the service wrote it (anything else unchanged)."""
+    return SERVICE_SPELLING.get(value.lower(), value) if isinstance(value, str) else value
+
+
+def write_service_enums(properties: dict[str, Any]) -> None:
+    """Rewrite, in place, every enumeration of job ``properties`` in the service's spelling: ``state``,
+    ``recurrence.frequency``, ``schedule.weekDays``, ``monthlyOccurrences[].day``, each action's
+    ``retryPolicy.retryType`` and its Service Bus ``transportType`` and ``authentication.type``."""
+    if "state" in properties:
+        properties["state"] = service_spelling(properties["state"])
+    recurrence = properties.get("recurrence")
+    if isinstance(recurrence, dict):
+        if "frequency" in recurrence:
+            recurrence["frequency"] = service_spelling(recurrence["frequency"])
+        schedule = recurrence.get("schedule")
+        if isinstance(schedule, dict) and "weekDays" in schedule:
+            days = schedule["weekDays"]
+            spelt = [service_spelling(d) for d in days] if isinstance(days, list) else service_spelling(days)
+            schedule["weekDays"] = spelt
+    for entry in _monthly_occurrences(properties):
+        if "day" in entry:
+            entry["day"] = service_spelling(entry["day"])
+    for _, act in shape.actions_in(properties):
         policy = act.get("retryPolicy")
-        if isinstance(policy, dict) and isinstance(policy.get("retryInterval"), str):
-            yield policy, "retryInterval"
+        if isinstance(policy, dict) and "retryType" in policy:
+            policy["retryType"] = service_spelling(policy["retryType"])
         for payload in ("serviceBusQueueMessage", "serviceBusTopicMessage"):
             message = act.get(payload)
-            brokered = message.get("brokeredMessageProperties") if isinstance(message, dict) else None
-            if isinstance(brokered, dict) and isinstance(brokered.get("timeToLive"), str):
-                yield brokered, "timeToLive"
-
-
-def strip_secrets(properties: dict[str, Any]) -> dict[str, Any]:
-    """A copy of stored job properties without write-only secrets, for responses."""
-    import copy
-
-    result = copy.deepcopy(properties)
-    action = result.get("action")
-    for act in (action, action.get("errorAction") if isinstance(action, dict) else None):
-        if not isinstance(act, dict):
-            continue
-        request = act.get("request")
-        if isinstance(request, dict) and isinstance(request.get("authentication"), dict):
-            for secret in SECRET_FIELDS:
-                request["authentication"].pop(secret, None)
-        for payload in ("serviceBusQueueMessage", "serviceBusTopicMessage"):
-            message = act.get(payload)
-            if isinstance(message, dict) and isinstance(message.get("authentication"), dict):
-                message["authentication"].pop("sasKey", None)
-    return result
+            if not isinstance(message, dict):
+                continue
+            if "transportType" in message:
+                message["transportType"] = service_spelling(message["transportType"])
+            authentication = message.get("authentication")
+            if isinstance(authentication, dict) and "type" in authentication:
+                authentication["type"] = service_spelling(authentication["type"])

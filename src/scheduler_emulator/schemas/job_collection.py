@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from scheduler_emulator.domain import plans
-from scheduler_emulator.schemas.common import CaseInsensitive, WireModel
+from scheduler_emulator.schemas.common import CaseInsensitive, Integer, WireModel
 from scheduler_emulator.schemas.job import FREQUENCIES, MAX_INTERVAL
 from scheduler_emulator.schemas.strict_json import check_line
 
@@ -19,12 +19,12 @@ class Sku(WireModel):
 
 class MaxRecurrence(WireModel):
     frequency: CaseInsensitive(*FREQUENCIES)  # type: ignore[valid-type]
-    interval: int = Field(1, ge=1, le=max(MAX_INTERVAL.values()))
+    interval: Integer = Field(1, ge=1, le=max(MAX_INTERVAL.values()))
 
 
 class Quota(WireModel):
-    max_job_count: int | None = Field(None, ge=1, le=2**31 - 1)
-    max_job_occurrence: int | None = Field(None, ge=1, le=2**31 - 1)
+    max_job_count: Integer | None = Field(None, ge=1, le=2**31 - 1)
+    max_job_occurrence: Integer | None = Field(None, ge=1, le=2**31 - 1)
     max_recurrence: MaxRecurrence | None = None
 
     def domain(self) -> plans.Quota:
@@ -39,7 +39,8 @@ class Quota(WireModel):
 
 class JobCollectionProperties(WireModel):
     sku: Sku | None = None
-    state: CaseInsensitive("Enabled", "Disabled") | None = None  # type: ignore[valid-type]
+    # Suspended: a PUT with it was answered 201 and echoed (recorded); such a collection fires nothing.
+    state: CaseInsensitive("Enabled", "Disabled", "Suspended") | None = None  # type: ignore[valid-type]
     quota: Quota | None = None
 
     @property

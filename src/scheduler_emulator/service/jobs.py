@@ -1,18 +1,16 @@
 """Jobs: create or replace, merge-patch, run now, delete, find, list and history, with every rule.
 
-Where a job's write-only secrets live (SPEC §11) is known here only: ``keep_omitted_secrets`` carries
-them over an update that does not repeat them, and only for the target they were given for.
+Write-only secrets an update does not repeat are carried over from the stored definition, only for the
+target they were given for (SPEC §11; where they sit: schemas.job_shape).
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
@@ -25,8 +23,9 @@ from scheduler_emulator.domain.job_rules import RetrySpec, check_job, check_job_
 from scheduler_emulator.domain.merge import merge_patch
 from scheduler_emulator.domain.plans import Limits
 from scheduler_emulator.domain.states import JobState
-from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties, strip_secrets, use_spec_occurrence_key
+from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties, use_spec_occurrence_key
 from scheduler_emulator.schemas.job_collection import stored_limits
+from scheduler_emulator.schemas.job_shape import ACTION_PLACES, keep_omitted_secrets, member, strip_secrets
 from scheduler_emulator.service.validation import check_name_length, read_model
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.dispatching import note_due
@@ -40,8 +39,6 @@ log = logging.getLogger("scheduler_emulator.service")
 MAX_DEFINITION_BYTES = 16 * 1024
 JOB_STATES = tuple(state.value for state in JobState)
 HISTORY_STATUSES = ("Completed", "Failed", "Postponed")
-SECRETS = ("password", "pfx", "secret")
-_ACTIONS = (("properties.action", ("action",)), ("properties.action.errorAction", ("action", "errorAction")))
 
 
 def get(session: Session, collection: JobCollectionRow, name: str) -> JobRow:
@@ -208,55 +205,20 @@ def check_definition(properties: JobProperties, limits: Limits, origin: datetime
     """Every plan, quota and time rule (FieldError or Conflict)."""
     retries = []
     auth_paths = []
-    for path, action in (
-        ("properties.action", properties.action),
-        ("properties.action.errorAction", properties.action.error_action),
-    ):
+    for place in ACTION_PLACES:
+        action: Any = properties
+        for attribute in place.attributes:
+            action = getattr(action, attribute, None)
         if action is None:
             continue
         policy = action.retry_policy
         if policy is not None:
             retries.append(
-                RetrySpec(f"{path}.retryPolicy", policy.retry_type, policy.retry_count, policy.retry_interval)
+                RetrySpec(f"{place.path}.retryPolicy", policy.retry_type, policy.retry_count, policy.retry_interval)
             )
         if action.authentication is not None and action.authentication.type != "NotSpecified":
-            auth_paths.append(f"{path}.request.authentication")
+            auth_paths.append(f"{place.path}.request.authentication")
     check_job(properties.timing(), origin, retries, auth_paths, limits)
-
-
-def keep_omitted_secrets(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
-    """Write-only secrets the client did not repeat are kept from the stored definition, so a GET-modify-PUT
-    round trip does not lose them — but only while they go where they went before (SPEC §11): same
-    authentication type and same target origin (scheme, host, port) for HTTP, same namespace for Service
-    Bus. A secret omitted for a new target → FieldError naming its field (it is never sent somewhere new)."""
-    result = copy.deepcopy(new)
-    old_actions = dict(_actions(old))
-    for path, action in _actions(result):
-        previous = old_actions.get(path)
-        if previous is None:
-            continue
-        new_request, old_request = _member(action, "request"), _member(previous, "request")
-        new_auth, old_auth = _member(new_request, "authentication"), _member(old_request, "authentication")
-        if (
-            isinstance(new_auth, dict)
-            and isinstance(old_auth, dict)
-            and str(new_auth.get("type", "")).lower() == str(old_auth.get("type", "")).lower()
-        ):
-            same_target = _origin(_member(new_request, "uri")) == _origin(_member(old_request, "uri"))
-            for secret in SECRETS:
-                if secret not in new_auth and secret in old_auth:
-                    if not same_target:
-                        raise _secret_needed(f"{path}.request.authentication.{secret}", "request.uri's origin")
-                    new_auth[secret] = old_auth[secret]
-        for payload in ("serviceBusQueueMessage", "serviceBusTopicMessage"):
-            new_message, old_message = _member(action, payload), _member(previous, payload)
-            new_sb, old_sb = _member(new_message, "authentication"), _member(old_message, "authentication")
-            if isinstance(new_sb, dict) and isinstance(old_sb, dict) and "sasKey" not in new_sb and "sasKey" in old_sb:
-                new_namespace, old_namespace = _member(new_message, "namespace"), _member(old_message, "namespace")
-                if str(new_namespace or "").lower() != str(old_namespace or "").lower():
-                    raise _secret_needed(f"{path}.{payload}.authentication.sasKey", "namespace")
-                new_sb["sasKey"] = old_sb["sasKey"]
-    return result
 
 
 def _store(
@@ -339,52 +301,15 @@ def _refuse_final(job: JobRow) -> None:
 
 def _add_certificate_details(raw: dict[str, Any], properties: JobProperties) -> None:
     """For ClientCertificate authentication, record what the pfx says (thumbprint, subject, expiry)."""
-    for (path, action), parsed in zip(_actions(raw), (properties.action, properties.action.error_action), strict=False):
+    for place in ACTION_PLACES:
+        parsed: Any = properties
+        for attribute in place.attributes:
+            parsed = getattr(parsed, attribute, None)
         auth = parsed.authentication if parsed is not None else None
         if auth is None or auth.type != "ClientCertificate" or auth.pfx is None:
             continue
-        info = read_pfx(auth.pfx, auth.password, f"{path}.request.authentication")
-        stored = action["request"]["authentication"]
+        info = read_pfx(auth.pfx, auth.password, f"{place.path}.request.authentication")
+        stored = member(raw, *place.keys, "request", "authentication")
         stored["certificateThumbprint"] = info.thumbprint
         stored["certificateSubjectName"] = info.subject_name
         stored["certificateExpirationDate"] = isoformat_z(info.expiration)
-
-
-def _actions(properties: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(ARM path, action object) for the main action and its error action, as stored."""
-    found = []
-    for path, keys in _ACTIONS:
-        node: Any = properties
-        for key in keys:
-            node = node.get(key) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            found.append((path, node))
-    return found
-
-
-def _member(node: Any, *keys: str) -> Any:
-    """``node[k1][k2]...`` or None where a level is missing or not an object (the body is not validated yet)."""
-    for key in keys:
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
-
-
-def _origin(uri: object) -> tuple[str, str, int | None] | None:
-    """(scheme, host, port) of a URI, the default port filled in; None when it is not a URI."""
-    if not isinstance(uri, str):
-        return None
-    try:
-        parts = urlsplit(uri)
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
-
-
-def _secret_needed(field: str, what_changed: str) -> FieldError:
-    return FieldError(
-        f"properties.{field.removeprefix('properties.')}",
-        f"must be given again: the {what_changed} changed, and a stored secret is only kept for the target it "
-        "was given for",
-    )

@@ -1,5 +1,6 @@
-"""Secrets at rest (SPEC §11): the write-only secrets inside a job's definition (passwords, pfx files,
-client secrets, Service Bus SAS keys, storage SAS tokens) are stored encrypted with the process's key.
+"""Secrets at rest (SPEC §11): the write-only secrets inside a job's definition (every slot of
+``schemas.job_shape.SECRETS``: passwords, pfx files, client secrets, Service Bus SAS keys, storage SAS
+tokens) are stored encrypted with the process's key.
 
 Encryption is Fernet (AES-128-CBC with HMAC-SHA256, from ``cryptography``). A sealed value is the string
 ``enc:v1:`` followed by the Fernet token, in place of the plaintext, so the definition keeps its shape.
@@ -7,22 +8,15 @@ The rest of the service sees plaintext: the ``definition`` column's type seals o
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Iterator
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
 
-PREFIX = "enc:v1:"
+from scheduler_emulator.schemas.job_shape import secret_values, transform_secrets
 
-# Where secrets sit in a job definition's ``properties``, below each action (main and error action).
-_ACTION_PATHS = (("action",), ("action", "errorAction"))
-_SECRET_FIELDS = (
-    (("request", "authentication"), ("password", "pfx", "secret")),
-    (("serviceBusQueueMessage", "authentication"), ("sasKey",)),
-    (("serviceBusTopicMessage", "authentication"), ("sasKey",)),
-    (("queueMessage",), ("sasToken",)),
-)
+__all__ = ["PREFIX", "SecretBox", "SecretKeyMismatch", "secret_values"]
+
+PREFIX = "enc:v1:"
 
 
 class SecretKeyMismatch(Exception):
@@ -51,40 +45,8 @@ class SecretBox:
 
     def seal_definition(self, properties: dict[str, Any]) -> dict[str, Any]:
         """A copy of job ``properties`` with every secret sealed."""
-        return _transform(properties, self.seal)
+        return transform_secrets(properties, self.seal)
 
     def open_definition(self, properties: dict[str, Any]) -> dict[str, Any]:
         """A copy of stored job ``properties`` with every secret opened."""
-        return _transform(properties, self.open)
-
-
-def secret_values(properties: dict[str, Any]) -> Iterator[str]:
-    """Every secret value in job ``properties`` (as stored: sealed or not)."""
-    for holder, name in _secret_slots(properties):
-        yield holder[name]
-
-
-def _secret_slots(properties: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
-    for action_path in _ACTION_PATHS:
-        action: Any = properties
-        for key in action_path:
-            action = action.get(key) if isinstance(action, dict) else None
-        if not isinstance(action, dict):
-            continue
-        for holder_path, names in _SECRET_FIELDS:
-            holder: Any = action
-            for key in holder_path:
-                holder = holder.get(key) if isinstance(holder, dict) else None
-            if isinstance(holder, dict):
-                for name in names:
-                    if isinstance(holder.get(name), str):
-                        yield holder, name
-
-
-def _transform(properties: dict[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
-    if not isinstance(properties, dict) or next(_secret_slots(properties), None) is None:
-        return properties  # nothing secret (most jobs): no copy
-    result = copy.deepcopy(properties)
-    for holder, name in _secret_slots(result):
-        holder[name] = change(holder[name])
-    return result
+        return transform_secrets(properties, self.open)

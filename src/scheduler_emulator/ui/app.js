@@ -238,7 +238,7 @@ async function jobView(main, [s, rg, jc, name]) {
       el('td', { className: 'hide-narrow' }, time(p.startTime)),
       el('td', { className: 'num' }, ms === null ? '—' : `${ms} ms`),
       el('td', { className: 'num hide-narrow' }, String(p.retryCount)),
-      el('td', {}, p.actionName === 'ErrorAction' ? '[error action] ' : '', p.message));
+      el('td', {}, String(p.actionName).toLowerCase() === 'erroraction' ? '[error action] ' : '', p.message));
   });
   const historyTable = el('div', { className: 'table-wrap', id: 'history' }, rows.length ? el('table', {},
     el('thead', {}, el('tr', {}, [['Status'], ['Expected'], ['Started', 'hide-narrow'], ['Duration'], ['Retry', 'hide-narrow'], ['Message']]

@@ -19,6 +19,7 @@ from scheduler_emulator.store import classic as store
 from scheduler_emulator.store.models import JobCollectionRow
 
 _PLAN_NAMES = {plans.FREE: "Free", "Standard": "Standard", "P10Premium": "Premium", "P20Premium": "Premium"}
+_SUCCEEDED = element("Error", Xml(element("HttpCode", 200) + element("Message", "OK"))) + element("Result", "Succeeded")
 _STATES = {"Enabled": "Started", "Disabled": "Stopped", "Suspended": "Paused"}
 
 
@@ -144,13 +145,14 @@ def resource_xml(collection: JobCollectionRow) -> str:
         + element("IntrinsicSettings", Xml(element("Plan", plan) + _quota_xml(collection)))
         + element("Label", label)
         + element("Name", collection.name)
-        + element("OperationStatus", Xml(element("Result", "Succeeded")))
+        # as the service answered a GET (recorded, 2015): an Error element even on success, which npm reads
+        + element("OperationStatus", Xml(_SUCCEEDED))
         + element("Plan", plan)
         + element("PromotionCode")
         + element("ResourceProviderNamespace", "scheduler")
-        + element("SchemaVersion", "1.0")
+        + element("SchemaVersion", "1.1")  # recorded
         + element("State", _STATES.get(collection.state, collection.state))
-        + element("SubState")
+        + Xml('<SubState i:nil="true"/>').text  # recorded
         + element("Type", "jobcollections")
     )
 

@@ -1,4 +1,6 @@
-"""Classic jobs (CLASSIC.md §4): flat JSON, bare arrays for lists and history, unquoted OData filters."""
+"""Classic jobs (CLASSIC.md §4): flat JSON, bare arrays for lists and history, unquoted OData filters. Every
+write is also an operation its client may poll (``GET /{s}/operations/{x-ms-request-id}``): the classic
+Python client polls job PUT, PATCH and DELETE too (recorded), answered Succeeded."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.api.classic import wire
+from scheduler_emulator.api.classic.cloud_services import accepted
 from scheduler_emulator.api.context import in_session, now, parse_json_object, read_body, retry_floor
 from scheduler_emulator.api.paging import page_of
 from scheduler_emulator.api.rendering import job_to_wire
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.domain.states import JobState
+from scheduler_emulator.schemas.job import service_spelling
 from scheduler_emulator.service import cloud_services, collections, jobs
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 
@@ -38,7 +42,7 @@ def history_to_classic(job: JobRow, entry: JobHistoryRow) -> dict[str, Any]:
     if entry.end_time is not None:
         item["endTime"] = isoformat_z(entry.end_time)
     item.update(
-        state=job.state,
+        state=service_spelling(job.state),  # as the job's own state is answered (SPEC §2)
         status=entry.status,
         message=entry.message,
         actionName=entry.action_name,
@@ -80,6 +84,7 @@ async def _write(
 
     def work(session: Session) -> tuple[bool, dict[str, Any]]:
         collection, job, created = jobs.put(session, ref, name, definition, moment, floor)
+        accepted(session, request, subscription)
         return created, to_classic(collection, job)
 
     created, body = await in_session(request, work, wake=True)
@@ -105,7 +110,9 @@ async def patch(request: Request, subscription: str, cloud_service: str, collect
 
     def work(session: Session) -> dict[str, Any]:
         collection = collections.get(session, ref)
-        return to_classic(collection, jobs.patch(session, collection, name, changes, moment, floor))
+        job = jobs.patch(session, collection, name, changes, moment, floor)
+        accepted(session, request, subscription)
+        return to_classic(collection, job)
 
     return JSONResponse(await in_session(request, work, wake=True))
 
@@ -122,6 +129,7 @@ async def patch_all(request: Request, subscription: str, cloud_service: str, col
     def work(session: Session) -> list[dict[str, Any]]:
         collection = collections.get(session, ref)
         jobs.set_all_states(session, collection, state, moment)
+        accepted(session, request, subscription)
         session.flush()
         return [to_classic(collection, job) for job in jobs.list_page(session, collection, None, 0, 10_000, True)]
 
@@ -130,7 +138,12 @@ async def patch_all(request: Request, subscription: str, cloud_service: str, col
 
 async def delete(request: Request, subscription: str, cloud_service: str, collection_name: str, name: str) -> Response:
     ref = cloud_services.collection_ref(subscription, cloud_service, collection_name)
-    await in_session(request, lambda session: jobs.delete(session, collections.get(session, ref), name))
+
+    def work(session: Session) -> None:
+        jobs.delete(session, collections.get(session, ref), name)
+        accepted(session, request, subscription)
+
+    await in_session(request, work)
     return Response(status_code=200)  # not 204: the npm client treats 204 as an error
 
 

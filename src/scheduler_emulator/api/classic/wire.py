@@ -25,7 +25,7 @@ XML_TYPE = "application/xml; charset=utf-8"
 API_VERSION = "2014-04-01"
 OLDEST_VERSION = "2013-03-01"  # what the npm clients send on every request
 MAX_DEPTH = 8  # the deepest classic request body (Resource/IntrinsicSettings/Quota/MaxRecurrence/...) has 4
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 _FILTER = re.compile(r"^\s*(\w+)\s+eq\s+'?([A-Za-z]+)'?\s*$", re.IGNORECASE)
 
 

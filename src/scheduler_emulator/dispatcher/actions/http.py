@@ -148,8 +148,8 @@ class HttpAction:
                 if location is None:
                     excerpt = await response.content.read(MAX_MESSAGE_BODY_BYTES)
                     host = hop.url.host or _host(uri)
-                    message = f"Http Action - Response from host '{host}': '{response.status} {response.reason or ''}'"
-                    return Outcome(200 <= response.status < 300, f"{message.rstrip()} Body: {body_excerpt(excerpt)}")
+                    message = response_message(host, response.reason, response.raw_headers, excerpt)
+                    return Outcome(200 <= response.status < 300, message)
                 status = response.status
             left = deadline - loop.time()
             if left <= 0:
@@ -190,6 +190,42 @@ class Hop:
 
 def _origin(url: URL) -> tuple[str, str, int]:
     return (url.scheme.lower(), (url.host or "").lower(), url.port or 0)
+
+
+MAX_MESSAGE_HEADERS_BYTES = 2048
+# .NET keeps these on the response's content, not in the HttpResponseMessage.Headers the service wrote out.
+_CONTENT_HEADERS = frozenset(
+    {
+        "allow",
+        "content-disposition",
+        "content-encoding",
+        "content-language",
+        "content-length",
+        "content-location",
+        "content-md5",
+        "content-range",
+        "content-type",
+        "expires",
+        "last-modified",
+    }
+)
+
+
+def response_message(host: str, reason: str | None, headers: tuple[tuple[bytes, bytes], ...], body: bytes) -> str:
+    """A history message in the service's words (SPEC §7), as recorded (azure-sdk-for-net's
+    Scenario_JobHistoryList session, 2016): ``Http Action - Response from host '{host}': '{reason phrase as
+    sent}' Response Headers: {Name: value\\r\\n per header, the values of a repeated header joined by ', ',
+    content headers left out, as .NET's HttpResponseHeaders.ToString() writes them} Body: {the first 2048
+    bytes}``. The headers are cut at 2048 bytes too, so that a message stays bounded."""
+    merged: dict[str, tuple[str, list[str]]] = {}
+    for raw_name, raw_value in headers:
+        name = raw_name.decode("latin-1")
+        if name.lower() not in _CONTENT_HEADERS:
+            merged.setdefault(name.lower(), (name, []))[1].append(raw_value.decode("latin-1"))
+    lines = "".join(f"{name}: {', '.join(values)}\r\n" for name, values in merged.values())
+    shown = body_excerpt(lines.encode()[:MAX_MESSAGE_HEADERS_BYTES])
+    head = f"Http Action - Response from host '{host}': '{reason or ''}'"
+    return f"{head} Response Headers: {shown} Body: {body_excerpt(body)}"
 
 
 def _host(uri: str) -> str:

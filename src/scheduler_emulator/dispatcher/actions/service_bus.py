@@ -4,14 +4,16 @@ Where a namespace lives: ``{namespace}.servicebus.windows.net`` over TLS, unless
 namespace (``--servicebus-endpoint NAMESPACE=ENDPOINT``) to
 
 - ``HOST[:PORT]`` or ``amqp://HOST[:PORT]``: plain TCP (port 5672 by default), the SDK's development-emulator
-  mode (``UseDevelopmentEmulator=true`` in the connection string, which keeps the port and turns TLS off) —
-  the official Service Bus emulator or any AMQP 1.0 peer that speaks CBS;
+  mode (``use_tls=False``, what ``UseDevelopmentEmulator=true`` in a connection string selects: it keeps the
+  port and turns TLS off) — the official Service Bus emulator or any AMQP 1.0 peer that speaks CBS;
 - ``amqps://HOST[:PORT]`` or ``sb://HOST[:PORT]``: TLS to another host (a namespace reached under another
   name, a proxy); a port other than 5671 is given to the SDK as its custom endpoint address.
 
-Authentication is the job's SAS rule (``sasKeyName``/``sasKey``) in a connection string; the SDK signs a
-token per entity and puts it on the namespace's ``$cbs`` node. The key is never written to a message or
-a log.
+Authentication is the job's SAS rule (``sasKeyName``/``sasKey``) as the SDK's credential object
+(``AzureNamedKeyCredential``) beside the endpoint chosen above: no job value is ever spliced into a
+connection string, so none can add settings of its own (another ``Endpoint``, ``UseDevelopmentEmulator``)
+(SPEC §11). The SDK signs a token per entity and puts it on that endpoint's ``$cbs`` node. The key is never
+written to a message or a log.
 
 Opening a sender (connection, CBS, link) costs about half a second, so senders stay open and are reused
 per (namespace, key name, key, entity) — the SDK keeps their connections alive — until they have been
@@ -35,6 +37,7 @@ from datetime import UTC, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from azure.core.credentials import AzureNamedKeyCredential
 from azure.servicebus import ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient, ServiceBusSender
 from azure.servicebus.exceptions import (
@@ -88,19 +91,22 @@ class SendFailure(Exception):
 
 @dataclass(frozen=True)
 class Endpoint:
-    """How to reach one namespace: the connection string's ``Endpoint`` and the SDK options that go with it."""
+    """How to reach one namespace: where the SDK connects, and the options that go with it."""
 
     host: str  # host[:port] as shown in messages
-    endpoint: str  # sb://host or sb://host:port
-    emulator: bool  # plain TCP (UseDevelopmentEmulator=true)
+    endpoint: str  # sb://host, or sb://host:port in plain TCP mode: the SDK's fully qualified namespace
+    emulator: bool  # plain TCP (the SDK's development-emulator mode)
     custom_endpoint_address: str | None = None
 
-    def connection_string(self, key_name: str, key: str) -> str:
-        """The SDK's connection string; ValueError when the key name or key would add settings of their own."""
-        if ";" in key_name or ";" in key:
-            raise ValueError("the SAS key name and key may not contain ';'")
-        text = f"Endpoint={self.endpoint};SharedAccessKeyName={key_name};SharedAccessKey={key}"
-        return text + (";UseDevelopmentEmulator=true" if self.emulator else "")
+    def client(self, credential: AzureNamedKeyCredential) -> ServiceBusClient:
+        """A client for this endpoint that authenticates with ``credential``; SDK retries off (the job's
+        retry policy is in charge)."""
+        options: dict[str, Any] = {"retry_total": 0}
+        if self.emulator:
+            options["use_tls"] = False  # the SDK then keeps the port of the fully qualified namespace
+        if self.custom_endpoint_address:
+            options["custom_endpoint_address"] = self.custom_endpoint_address
+        return ServiceBusClient(self.endpoint, credential, **options)
 
 
 def resolve_endpoint(namespace: str, endpoints: dict[str, str]) -> Endpoint:
@@ -202,14 +208,9 @@ class _Target:
 
     def open(self) -> tuple[ServiceBusClient, ServiceBusSender]:
         """A client and its sender; nothing is connected until the first send."""
-        options: dict[str, Any] = {"retry_total": 0}  # the job's retry policy is in charge
-        if self.endpoint.custom_endpoint_address:
-            options["custom_endpoint_address"] = self.endpoint.custom_endpoint_address
         try:
-            client = ServiceBusClient.from_connection_string(
-                self.endpoint.connection_string(self.key_name, self.key), **options
-            )
-        except ValueError as exc:
+            client = self.endpoint.client(AzureNamedKeyCredential(self.key_name, self.key))
+        except (ValueError, TypeError) as exc:
             raise SendFailure(
                 f"the connection settings for namespace '{self.namespace}' are not valid: {_scrub(str(exc), self.key)}"
             ) from None

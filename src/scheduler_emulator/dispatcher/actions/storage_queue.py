@@ -40,13 +40,12 @@ from azure.storage.queue.aio import QueueClient
 
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
 from scheduler_emulator.dispatcher.actions.session import SharedSession
-from scheduler_emulator.schemas.job import StorageQueueMessage
+from scheduler_emulator.schemas.job import StorageQueueMessage, is_storage_account
 
 PREFIX = "StorageQueue Action - "
 CONNECT_TIMEOUT = 5.0  # seconds to establish a connection (the SDK's default waits 20 s, and retries)
 MAX_CACHED_CLIENTS = 256
 DEFAULT_ENDPOINT = "https://{account}.queue.core.windows.net"
-ACCOUNT_NAME = re.compile(r"^[a-z0-9]{3,24}$")
 
 # The SDK logs every request and response at INFO; keep that out of the service's log.
 _sdk_log = logging.getLogger("scheduler_emulator.dispatcher.storage_queue.sdk")
@@ -163,7 +162,7 @@ class StorageQueueAction:
         mapped = self.endpoints.get(account.lower())
         if mapped is not None:
             return mapped
-        if not ACCOUNT_NAME.match(account.lower()):
+        if not is_storage_account(account.lower()):  # a job stored before the API checked the name
             return None
         return DEFAULT_ENDPOINT.format(account=account.lower())
 
