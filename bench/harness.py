@@ -4,6 +4,7 @@ wait here is bounded by a deadline."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import copy
@@ -171,7 +172,7 @@ http {{
     fastcgi_temp_path {dir}/tmp/fastcgi;
     uwsgi_temp_path {dir}/tmp/uwsgi;
     scgi_temp_path {dir}/tmp/scgi;
-    log_format bench '$msec|$request_uri|$http_x_ms_scheduler_expected_execution_time|$status';
+    log_format bench '$msec|$request_uri|$http_x_ms_scheduler_expected_execution_time|$status|$connection';
     access_log {dir}/access.log bench buffer=256k flush=1s;
     keepalive_requests 1000000;
     keepalive_timeout 75s;
@@ -229,6 +230,14 @@ class Nginx:
         """Graceful stop (SIGQUIT): nginx flushes the log buffer before it exits."""
         if self.process is not None:
             stop_process(self.process, signal.SIGQUIT, 15)
+
+    def connections(self) -> int:
+        """Distinct connections the logged requests came over (each new one cost the client a connect)."""
+        seen = set()
+        with contextlib.suppress(OSError), self.access_log.open() as f:
+            for line in f:
+                seen.add(line.rstrip("\n").rsplit("|", 1)[-1])
+        return len(seen)
 
     def arrivals(self) -> list[tuple[float, str, str]]:
         """(arrival epoch seconds, request URI, expected-time header) of every logged request."""
@@ -339,12 +348,15 @@ def drain(nginx: Nginx, count: int, window_end: float, hard_stop: float, stall: 
 class Emulator:
     """One ``python -m scheduler_emulator`` process; its output goes to a log file."""
 
-    def __init__(self, data_dir: Path, database_url: str | None, *extra: str) -> None:
+    def __init__(self, data_dir: Path, database_url: str | None, *extra: str, defaults: bool = False) -> None:
+        """``defaults``: the flags a user starts it with (``info`` logs as JSON, since the output is a file);
+        otherwise quiet (``--log-level warning``, text), as the dispatcher-only rows run it."""
         data_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = data_dir
         self.log_path = data_dir / f"emulator-{uuid.uuid4().hex[:6]}.log"
+        quiet = [] if defaults else ["--log-level", "warning", "--log-format", "text"]
         self.args = [PYTHON, "-m", "scheduler_emulator", "--port", "0", "--data-dir", str(data_dir),
-                     "--log-level", "warning", "--log-format", "text", *extra]
+                     *quiet, *extra]
         if database_url:
             self.args += ["--database-url", database_url]
         self.process: subprocess.Popen[bytes] | None = None
@@ -400,8 +412,16 @@ class Emulator:
 
     def errors_logged(self) -> list[str]:
         """Lines of the log that look like errors (tracebacks, ERROR records)."""
-        return [line for line in self.log_tail(200_000).splitlines()
-                if "Traceback" in line or " ERROR " in line or "Error:" in line][:20]
+        with contextlib.suppress(OSError), self.log_path.open(errors="replace") as f:
+            return [line for line in f if "Traceback" in line or " ERROR " in line or "Error:" in line
+                    or '"level": "error"' in line or '"level": "critical"' in line][:20]
+        return []
+
+    def log_lines(self) -> int:
+        """Lines in its log file so far (with info logging: one per request and one per attempt, and a few)."""
+        with contextlib.suppress(OSError), self.log_path.open("rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        return 0
 
     def stop(self, timeout: float = 40.0) -> None:
         if self.process is not None:
@@ -643,7 +663,163 @@ class Measured:
     load: str = ""
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    path: str = "seeded"  # user (jobs through the API, default flags), quiet (the same, --log-level warning), seeded
+    creation: dict[str, Any] | None = None  # the user's path: what creating the jobs through the API took
+    gets: dict[str, Any] | None = None  # the user's path: GET latency while the fires ran
+    log_lines: int | None = None  # lines the emulator(s) logged
 
 
 def dump_json(path: Path, payload: Any) -> None:
     path.write_text(json.dumps(payload, indent=2, default=str))
+
+
+# -- the user's path: jobs created through the ARM API -------------------------------------------------
+
+USER_COLLECTIONS = 30  # the user's path spreads its jobs over this many collections (more when N > 30,000)
+
+
+def user_collections(jobs: int) -> int:
+    return max(USER_COLLECTIONS, (jobs + JOBS_PER_COLLECTION - 1) // JOBS_PER_COLLECTION)
+
+
+def user_job_path(base: str, index: int, collections: int) -> str:
+    """Job ``index`` lives in collection ``index % collections``: due jobs of any instant span every collection."""
+    return f"{arm_root(base)}/jobCollections/user-{index % collections:03d}/jobs/job-{index:07d}"
+
+
+@dataclass
+class ApiCreation:
+    """What creating the jobs through the API took."""
+
+    jobs: int = 0
+    seconds: float = 0.0
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    errors: dict[int, int] = field(default_factory=dict)
+    server_cpu_s: float | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.jobs / self.seconds if self.seconds > 0 else 0.0
+
+
+async def _create_jobs(bases: list[str], due: list[datetime], uri_of: Any, concurrency: int,
+                       collections: int) -> ApiCreation:
+    import aiohttp
+
+    result = ApiCreation()
+    connector = aiohttp.TCPConnector(limit=concurrency * len(bases))
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as client:
+        for c in range(collections):
+            async with client.put(f"{arm_root(bases[0])}/jobCollections/user-{c:03d}", params=API, json={
+                    "location": "westus", "properties": {"sku": {"name": "P20Premium"}}}) as response:
+                response.raise_for_status()
+        counter = iter(range(len(due)))
+        latencies: list[float] = []
+        errors: dict[int, int] = {}
+
+        async def worker(k: int) -> None:
+            base = bases[k % len(bases)]
+            for i in counter:
+                body = {"properties": {"startTime": isoformat_z(due[i]), "action": {
+                    "type": "Http", "request": {"uri": uri_of(i), "method": "GET"}}}}
+                sent = time.perf_counter()
+                async with client.put(user_job_path(base, i, collections), params=API, json=body) as response:
+                    await response.read()
+                latencies.append(time.perf_counter() - sent)
+                if response.status >= 300:
+                    errors[response.status] = errors.get(response.status, 0) + 1
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker(k) for k in range(concurrency)))
+        result.seconds = time.perf_counter() - began
+    latencies.sort()
+    result.jobs = len(latencies) - sum(errors.values())
+    result.errors = errors
+    if latencies:
+        result.p50_ms = percentile(latencies, 0.5) * 1000
+        result.p99_ms = percentile(latencies, 0.99) * 1000
+    return result
+
+
+def create_jobs_via_api(bases: list[str], due: list[datetime], uri_of: Any, concurrency: int = 16,
+                        pids: list[int] | None = None) -> ApiCreation:
+    """Create ``user_collections(N)`` P20Premium collections, then job i (due at ``due[i]``, a one-time Http GET
+    of ``uri_of(i)``) through ``PUT`` with ``concurrency`` clients in flight, spread over the API processes
+    ``bases`` (client k talks to ``bases[k % len]``). ``pids``: the processes whose CPU the creation took."""
+    before = cpu_split_of(pids)[0] if pids else None
+    result = asyncio.run(_create_jobs(bases, due, uri_of, concurrency, user_collections(len(due))))
+    if pids and before is not None:
+        result.server_cpu_s = cpu_split_of(pids)[0] - before
+    return result
+
+
+class GetLoad:
+    """GET of random created jobs at a steady ``rate`` per second (each request its own task, at most
+    ``concurrency`` in flight; one that would exceed it is skipped and counted), on a thread of its own, while
+    the fires run: the latency a user's client sees then."""
+
+    def __init__(self, base: str, jobs: int, collections: int, rate: float = 100.0, concurrency: int = 16) -> None:
+        self.base, self.jobs, self.collections = base, jobs, collections
+        self.rate, self.concurrency = rate, concurrency
+        self.latencies: list[float] = []
+        self.errors = 0
+        self.skipped = 0
+        self._thread: Any = None
+        self._stop = False
+
+    def start(self, seconds: float) -> None:
+        import threading
+
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run(seconds)), daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float = 60.0) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    async def _run(self, seconds: float) -> None:
+        import random
+
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=self.concurrency)
+        in_flight = 0
+        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=30)) as client:
+            async def one(path: str) -> None:
+                nonlocal in_flight
+                sent = time.perf_counter()
+                try:
+                    async with client.get(path, params=API) as response:
+                        await response.read()
+                        if response.status != 200:
+                            self.errors += 1
+                    self.latencies.append(time.perf_counter() - sent)
+                except Exception:  # noqa: BLE001 - counted, the load goes on
+                    self.errors += 1
+                finally:
+                    in_flight -= 1
+
+            tasks = set()
+            began = time.perf_counter()
+            for n in range(int(seconds * self.rate)):
+                delay = began + n / self.rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if in_flight >= self.concurrency:
+                    self.skipped += 1
+                    continue
+                in_flight += 1
+                task = asyncio.ensure_future(one(user_job_path(self.base, random.randrange(self.jobs),
+                                                               self.collections)))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            if tasks:
+                await asyncio.wait(tasks, timeout=30)
+
+    def summary(self) -> dict[str, Any]:
+        values = sorted(self.latencies)
+        return {"requests": len(values), "rate": self.rate, "errors": self.errors, "skipped": self.skipped,
+                "p50_ms": percentile(values, 0.5) * 1000 if values else None,
+                "p99_ms": percentile(values, 0.99) * 1000 if values else None,
+                "max_ms": values[-1] * 1000 if values else None}

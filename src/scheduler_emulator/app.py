@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,6 +12,7 @@ from fastapi import FastAPI
 from scheduler_emulator import __version__
 from scheduler_emulator.api import clock as clock_api
 from scheduler_emulator.api import dashboard, emulator, history, job_collections, jobs
+from scheduler_emulator.api import resources as resources_api
 from scheduler_emulator.api.access import Authenticator, HostGuard
 from scheduler_emulator.api.classic.routes import ClassicRoute
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
@@ -53,6 +55,13 @@ def connection_bounds(settings: Settings) -> ConnectionBounds:
     )
 
 
+async def stop_deployment_runs(runs: set[asyncio.Task[None]]) -> None:
+    """Stop the template deployments still running here; each records that the emulator stopped it."""
+    for task in list(runs):
+        task.cancel()
+    await asyncio.gather(*runs, return_exceptions=True)
+
+
 def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     """The service: ARM routes behind the ARM pipeline, over the store ``settings`` name."""
 
@@ -81,6 +90,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
             if dispatcher is not None:
                 await dispatcher.stop(settings.shutdown_grace)
                 await actions.close()
+            await stop_deployment_runs(app.state.deployment_runs)
             database.dispose()
             app.state.heavy_work.close()
 
@@ -96,10 +106,14 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.state.clock = clock or Clock()
     app.state.metrics = Metrics()
     app.state.heavy_work = HeavyWork(settings.max_heavy_requests)
+    deployment_runs: set[asyncio.Task[None]] = set()  # template deployments running here (api.resources.deployments)
+    app.state.deployment_runs = deployment_runs
     if settings.api:
         app.include_router(job_collections.router)
         app.include_router(jobs.router)
         app.include_router(history.router)
+        for router in resources_api.routers:  # the Microsoft.Resources front door (SPEC §12)
+            app.include_router(router)
         app.router.routes.append(ClassicRoute())  # the classic 2014 surface (after ARM: it claims only its paths)
     app.include_router(emulator.router)
     app.include_router(clock_api.router)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import uvicorn
 
@@ -12,7 +14,7 @@ from scheduler_emulator.app import create_app
 from scheduler_emulator.at_rest import make_files_private, secret_key, secure_data_dir
 from scheduler_emulator.config import ConfigError, Settings, settings_from_args
 from scheduler_emulator.connections import guarded_protocol
-from scheduler_emulator.logs import configure_logging
+from scheduler_emulator.logs import configure_logging, stop_background_logging
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.secrets import SecretBox, SecretKeyMismatch
 from scheduler_emulator.tls import self_signed_certificate
@@ -105,4 +107,20 @@ def serve(settings: Settings) -> None:
                 print(f"Listening on {scheme}://{shown}:{port}", flush=True)
 
     server.startup = startup  # type: ignore[method-assign]
-    server.run()
+    original_capture_signals = server.capture_signals
+
+    @contextmanager
+    def capture_signals() -> Iterator[None]:
+        # uvicorn ends a process stopped by a signal by raising that signal again when this context exits,
+        # which runs no exit handler: every log line still queued is written before that.
+        with original_capture_signals():
+            try:
+                yield
+            finally:
+                stop_background_logging()
+
+    server.capture_signals = capture_signals  # type: ignore[method-assign]
+    try:
+        server.run()
+    finally:
+        stop_background_logging()

@@ -16,6 +16,7 @@ LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 LogFormat = Literal["auto", "json", "text"]
 DurationFormat = Literal["auto", "echo", "iso", "timespan"]
 ClockMode = Literal["real", "virtual"]
+ForeignResources = Literal["refuse", "inert"]
 
 
 class ConfigError(ValueError):
@@ -175,6 +176,23 @@ class Settings(BaseSettings):
     max_heavy_requests: int = Field(
         2, ge=1, description="Most CPU-heavy requests (recurrence previews) computed at once; 429 beyond."
     )
+    # --- the ARM front door (SPEC §12) ---
+    arm_site_hosts: str = Field(
+        "",
+        description="SITE=HOST[:PORT] pairs, comma-separated: the host name an inert web app (Microsoft.Web/sites) "
+        "named SITE answers in reference() (default SITE.azurewebsites.net), so a template's job calling it reaches "
+        "a local stand-in.",
+    )
+    strict_resource_groups: bool = Field(
+        False,
+        description="A job collection PUT into a resource group nobody created answers 404 ResourceGroupNotFound "
+        "(as ARM does) instead of creating the group implicitly.",
+    )
+    arm_foreign_resources: ForeignResources = Field(
+        "refuse",
+        description="Other providers' resources in a template: refuse the deployment at preflight, naming each "
+        "type, or keep them as inert resources (listed, answered by reference() and listKeys(), never run).",
+    )
 
     @model_validator(mode="after")
     def _check_combination(self) -> Settings:
@@ -215,8 +233,14 @@ class Settings(BaseSettings):
     def _check_mappings(self) -> Settings:
         self.storage_endpoint_map  # noqa: B018 - validates the syntax at start
         self.servicebus_endpoint_map  # noqa: B018
+        self.arm_site_host_map  # noqa: B018
         self.outbound_policy  # noqa: B018
         return self
+
+    @property
+    def arm_site_host_map(self) -> dict[str, str]:
+        """--arm-site-host as {site name (lower case): host[:port]}."""
+        return {name.lower(): host for name, host in _mapping(self.arm_site_hosts, "--arm-site-host").items()}
 
     @property
     def outbound_policy(self) -> OutboundPolicy:
@@ -348,13 +372,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--outbound-allow", metavar="CIDRS", help=describe("outbound_allow"))
     parser.add_argument("--secret-key-file", type=Path, metavar="FILE", help=describe("secret_key_file"))
     parser.add_argument("--allowed-hosts", metavar="NAMES", help=describe("allowed_hosts"))
+    parser.add_argument(
+        "--strict-resource-groups", action="store_true", default=None, help=describe("strict_resource_groups")
+    )
+    parser.add_argument(
+        "--arm-site-host", action="append", metavar="SITE=HOST[:PORT]", help=describe("arm_site_hosts") + " Repeatable."
+    )
+    parser.add_argument(
+        "--arm-foreign-resources", choices=list(get_args(ForeignResources)), help=describe("arm_foreign_resources")
+    )
     return parser
 
 
 def settings_from_args(argv: list[str] | None = None) -> Settings:
     """Parse ``argv`` and merge it over the environment."""
     args = vars(build_parser().parse_args(argv))
-    for repeated, field in (("storage_endpoint", "storage_endpoints"), ("servicebus_endpoint", "servicebus_endpoints")):
+    for repeated, field in (
+        ("storage_endpoint", "storage_endpoints"),
+        ("servicebus_endpoint", "servicebus_endpoints"),
+        ("arm_site_host", "arm_site_hosts"),
+    ):
         values = args.pop(repeated)
         args[field] = ",".join(values) if values else None
     return load_settings(**args)

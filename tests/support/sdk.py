@@ -19,3 +19,17 @@ def scheduler_sdk(server: ServerProcess, credential: Any, subscription_id: str) 
         connection_verify=str(server.cert_path),
         retry_total=0,
     )
+
+
+def resource_sdk(server: ServerProcess, credential: Any, subscription_id: str) -> Any:
+    """azure-mgmt-resource's ResourceManagementClient of ``server`` (retries off; pollers honour the server's
+    Retry-After)."""
+    from azure.mgmt.resource import ResourceManagementClient
+
+    return ResourceManagementClient(
+        credential=credential,
+        subscription_id=subscription_id,
+        base_url=server.url,
+        connection_verify=str(server.cert_path),
+        retry_total=0,
+    )

@@ -23,7 +23,7 @@ from scheduler_emulator.schemas import strict_json
 from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
-from scheduler_emulator.store.dispatching import announce_change, wake_needed
+from scheduler_emulator.store.dispatching import announce_change, earliest_noted, wake_needed
 
 log = logging.getLogger("scheduler_emulator.api")
 MAX_ASSUMED_POLL = 60.0  # seconds: the longest --poll-interval assumed of any process sharing the database
@@ -99,11 +99,12 @@ def now(request: Request) -> datetime:
     return refresh() if refresh is not None else current.now()
 
 
-def wake_dispatcher(request: Request) -> None:
-    """Tell this process's dispatcher that a job may have become due earlier."""
+def wake_dispatcher(request: Request, not_before: datetime | None = None) -> None:
+    """Tell this process's dispatcher that a job may have become due earlier (``not_before``: see
+    Dispatcher.wake)."""
     dispatcher = getattr(request.app.state, "dispatcher", None)
     if dispatcher is not None:
-        dispatcher.wake()
+        dispatcher.wake(not_before)
 
 
 def retry_floor(request: Request) -> timedelta:
@@ -162,16 +163,17 @@ async def in_session_locking_late(request: Request, work: Callable[[Session, lis
     # largest claim-ahead allowed (a job due later than that needs no wake-up anywhere).
     lookahead = timedelta(seconds=max(settings.poll_interval, MAX_ASSUMED_POLL) + max(settings.claim_ahead, 10.0))
 
-    def run() -> tuple[T, bool]:
+    def run() -> tuple[T, bool, datetime | None]:
         with database.session() as session:
             result = work(session, locks)
             woken = wake and (virtual or wake_needed(session, datetime.now(UTC) + lookahead))
+            not_before = None if virtual or not woken else earliest_noted(session)
             if woken:
-                announce_change(session)
-            return result, woken
+                announce_change(session, not_before)
+            return result, woken, not_before
 
     try:
-        result, wake = await run_in_threadpool(run)
+        result, wake, not_before = await run_in_threadpool(run)
     except (FieldError, Conflict, NotFound, InvalidName, TooLarge) as exc:
         raise errors.from_domain(exc) or exc from None
     except (OperationalError, PoolTimeout) as exc:
@@ -184,5 +186,5 @@ async def in_session_locking_late(request: Request, work: Callable[[Session, lis
             raise errors.service_unavailable("The database connection was lost; try again shortly.") from None
         raise
     if wake:
-        wake_dispatcher(request)
+        wake_dispatcher(request, not_before)
     return result

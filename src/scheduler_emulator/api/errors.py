@@ -45,11 +45,13 @@ def missing_api_version() -> ArmError:
     )
 
 
-def invalid_api_version(version: str) -> ArmError:
+def invalid_api_version(version: str, accepted: str | None = None) -> ArmError:
+    shown = version[:40].encode("unicode_escape").decode("ascii")
+    expected = accepted or f"'{', '.join(ACCEPTED_API_VERSIONS)}'"
     return ArmError(
         400,
         "InvalidApiVersionParameter",
-        f"The api-version '{version}' is invalid. The supported versions are '{', '.join(ACCEPTED_API_VERSIONS)}'.",
+        f"The api-version '{shown}' is invalid. The supported versions are {expected}.",
     )
 
 
@@ -135,6 +137,15 @@ def host_not_allowed(host: str) -> ArmError:
         f"The Host header '{shown}' is not allowed: this service listens on loopback and answers only to "
         "localhost, 127.0.0.1, [::1] and the names given with --allowed-hosts.",
     )
+
+
+def resource_group_not_found(name: str) -> ArmError:
+    return ArmError(404, "ResourceGroupNotFound", f"Resource group '{name}' could not be found.")
+
+
+def invalid_template(message: str, target: str | None = None) -> ArmError:
+    """400 for a deployment refused at preflight (template, parameters, functions, unsupported types)."""
+    return ArmError(400, "InvalidTemplate", message, target)
 
 
 def service_unavailable(reason: str) -> ArmError:

@@ -9,12 +9,15 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
+from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_session, json_object, now, retry_floor
 from scheduler_emulator.api.jobs import collection_ref
 from scheduler_emulator.api.paging import list_body, page_of
 from scheduler_emulator.api.rendering import collection_to_wire
 from scheduler_emulator.domain.states import JobState
-from scheduler_emulator.service import collections
+from scheduler_emulator.schemas.job_collection import JobCollectionIn
+from scheduler_emulator.schemas.member_names import canonical_names
+from scheduler_emulator.service import collections, resource_groups
 
 router = APIRouter()
 
@@ -28,11 +31,15 @@ RESOURCE_GROUP_LIST = (
 async def create_or_replace_collection(
     request: Request, subscription_id: str, resource_group: str, collection_name: str
 ) -> Response:
-    body = await json_object(request)
+    body = canonical_names(await json_object(request), JobCollectionIn)  # member names in any case (SPEC §2)
     moment, floor = now(request), retry_floor(request)
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
+    strict = request.app.state.settings.strict_resource_groups
+
     def work(session: Session) -> dict[str, Any]:
+        if strict and not resource_groups.exists(session, subscription_id, resource_group):
+            raise errors.resource_group_not_found(resource_group)  # SPEC §12: --strict-resource-groups
         collection, _ = collections.put(session, ref, body, moment, floor)
         return collection_to_wire(collection)
 
@@ -44,7 +51,7 @@ async def create_or_replace_collection(
 async def patch_collection(
     request: Request, subscription_id: str, resource_group: str, collection_name: str
 ) -> Response:
-    changes = await json_object(request)
+    changes = canonical_names(await json_object(request), JobCollectionIn)
     moment, floor = now(request), retry_floor(request)
     ref = collection_ref(subscription_id, resource_group, collection_name)
 

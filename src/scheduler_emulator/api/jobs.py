@@ -13,6 +13,8 @@ from scheduler_emulator.api.client_dialects import client_dialect, read_sent_dur
 from scheduler_emulator.api.context import in_session, in_session_locking_late, json_object, now, retry_floor
 from scheduler_emulator.api.paging import equality_filter, list_body, page_of
 from scheduler_emulator.api.rendering import job_to_wire
+from scheduler_emulator.schemas.job import JobDefinitionIn
+from scheduler_emulator.schemas.member_names import canonical_names
 from scheduler_emulator.service import collections, jobs
 from scheduler_emulator.service.collections import CollectionRef
 
@@ -33,7 +35,7 @@ def collection_ref(subscription_id: str, resource_group: str, collection_name: s
 async def create_or_replace_job(
     request: Request, subscription_id: str, resource_group: str, collection_name: str, job_name: str
 ) -> Response:
-    body = await json_object(request)
+    body = canonical_names(await json_object(request), JobDefinitionIn)  # member names in any case (SPEC §2)
     raw = body.get("properties")
     if not isinstance(raw, dict):
         raise errors.invalid_field("properties", "is required and must be a JSON object")
@@ -55,7 +57,7 @@ async def create_or_replace_job(
 async def patch_job(
     request: Request, subscription_id: str, resource_group: str, collection_name: str, job_name: str
 ) -> Response:
-    body = await json_object(request)
+    body = canonical_names(await json_object(request), JobDefinitionIn)  # member names in any case (SPEC §2)
     patch = body.get("properties", {})
     if patch is not None and not isinstance(patch, dict):
         raise errors.invalid_field("properties", "must be a JSON object")

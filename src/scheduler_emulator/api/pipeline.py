@@ -9,7 +9,8 @@
 4. URL length    — at most 2048 characters (SPEC §8);
 5. path casing   — literal ARM segments (``resourcegroups``, ``JOBCOLLECTIONS``…) are matched
                    case-insensitively by rewriting them to their canonical spelling before routing;
-6. api-version   — required and checked on every ARM path;
+6. api-version   — required and checked on every ARM path: the Scheduler's three on its paths, any
+                   date-shaped one on the Microsoft.Resources front door's (SPEC §12);
 7. names         — subscription, resource group, collection and job segments follow the name rules
                    (SPEC §2): 400 ``InvalidResourceName`` on a PUT (it would create them), else 404, so
                    ``.``, ``..``, NUL, newline, ``?``, ``#``, backslash never reach a resource;
@@ -52,22 +53,27 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 # Subscriptions and resource groups exist implicitly; Azure allows parentheses in resource group names.
 _SCOPE_NAME = re.compile(r"^[A-Za-z0-9_(][A-Za-z0-9_.()-]{0,99}$")
 
-# Position → accepted canonical spellings, for each shape of ARM path (keyed by segment 2).
+# Position → accepted canonical spellings, for each shape of ARM path (keyed by segment 2). The Scheduler's
+# paths and the Microsoft.Resources front door's (SPEC §12) share the shapes: a segment is rewritten only
+# when it matches one of its position's spellings.
 _SUBSCRIPTION_SCOPE: dict[int, tuple[str, ...]] = {
     0: ("subscriptions",),
     2: ("providers",),
-    3: ("Microsoft.Scheduler",),
-    4: ("jobCollections",),
+    3: ("Microsoft.Scheduler", "Microsoft.Resources"),
+    4: ("jobCollections", "register", "unregister"),
 }
 _RESOURCE_GROUP_SCOPE: dict[int, tuple[str, ...]] = {
     0: ("subscriptions",),
     2: ("resourceGroups",),
-    4: ("providers",),
-    5: ("Microsoft.Scheduler",),
-    6: ("jobCollections",),
-    8: ("jobs", "enable", "disable"),
+    4: ("providers", "resources", "deployments"),
+    5: ("Microsoft.Scheduler", "Microsoft.Resources"),
+    6: ("jobCollections", "deployments", "operations"),
+    8: ("jobs", "enable", "disable", "operationStatuses", "cancel", "validate", "exportTemplate", "operations"),
     10: ("run", "history"),
 }
+_OTHER_SUBSCRIPTION_SCOPE: dict[int, tuple[str, ...]] = {0: ("subscriptions",), 2: ("resources", "operationresults")}
+# api-version on the front door's paths: any date-shaped value (SPEC §12).
+_DATED_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}(-(preview|beta|alpha|privatepreview))?$", re.IGNORECASE)
 
 
 def canonical_arm_path(path: str) -> str | None:
@@ -78,6 +84,8 @@ def canonical_arm_path(path: str) -> str | None:
     shapes: dict[str, dict[int, tuple[str, ...]]] = {
         "providers": _SUBSCRIPTION_SCOPE,
         "resourcegroups": _RESOURCE_GROUP_SCOPE,
+        "resources": _OTHER_SUBSCRIPTION_SCOPE,
+        "operationresults": _OTHER_SUBSCRIPTION_SCOPE,
     }
     shape = shapes.get(segments[2].lower())
     if shape is None:
@@ -90,6 +98,14 @@ def canonical_arm_path(path: str) -> str | None:
     return "/" + "/".join(segments)
 
 
+def is_scheduler_path(segments: list[str]) -> bool:
+    """A canonical path under Microsoft.Scheduler's resources (its own three api-versions apply); every other
+    ARM path belongs to the Microsoft.Resources front door."""
+    if segments[2] == "providers":
+        return len(segments) > 4 and segments[3] == "Microsoft.Scheduler" and segments[4] == "jobCollections"
+    return len(segments) > 6 and segments[4] == "providers" and segments[5] == "Microsoft.Scheduler"
+
+
 def valid_name(name: str) -> bool:
     """A job collection or job name: 1–100 letters, digits, ``-``, ``_``, ``.``; starts with a letter or
     digit, does not end with ``.`` (SPEC §2)."""
@@ -100,7 +116,11 @@ def _name_error(segments: list[str], method: str) -> errors.ArmError | None:
     """Step 7 on a canonical ARM path's segments."""
     kinds: list[tuple[int, str, re.Pattern[str]]] = [(1, "subscription", _SCOPE_NAME)]
     if len(segments) > 2 and segments[2] == "resourceGroups":
-        kinds += [(3, "resource group", _SCOPE_NAME), (7, "job collection", _NAME), (9, "job", _NAME)]
+        kinds.append((3, "resource group", _SCOPE_NAME))
+        if is_scheduler_path(segments):
+            kinds += [(7, "job collection", _NAME), (9, "job", _NAME)]
+        elif len(segments) > 7 and segments[6] == "deployments":
+            kinds.append((7, "deployment", _NAME))
     for position, kind, rule in kinds:
         if position >= len(segments):
             break
@@ -244,9 +264,13 @@ class ArmPipeline:
             versions = parse_qs(query.decode("latin-1"), keep_blank_values=True).get("api-version")
             if not versions or not versions[0]:
                 return errors.missing_api_version()
-            if versions[0] not in errors.ACCEPTED_API_VERSIONS:
-                return errors.invalid_api_version(versions[0])
-            name_error = _name_error(canonical.strip("/").split("/"), scope.get("method", ""))
+            segments = canonical.strip("/").split("/")
+            if is_scheduler_path(segments):
+                if versions[0] not in errors.ACCEPTED_API_VERSIONS:
+                    return errors.invalid_api_version(versions[0])
+            elif not _DATED_VERSION.match(versions[0]):
+                return errors.invalid_api_version(versions[0], accepted="a date such as 2024-03-01")
+            name_error = _name_error(segments, scope.get("method", ""))
             if name_error is not None:
                 return name_error
         content_type_error = _content_type_error(scope, headers, canonical is not None)

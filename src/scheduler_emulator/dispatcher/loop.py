@@ -81,6 +81,7 @@ class Dispatcher:
             still_held=self.still_held,
         )
         self._sleeping_until: datetime | None = None  # when the loop next looks for due work by itself
+        self._noted: datetime | None = None  # the earliest ``not_before`` of wake-ups during the current cycle
         self._wakeups: PostgresWakeups | None = None
         self.lease = timedelta(seconds=settings.lease_seconds)
         self._half_lease = settings.lease_seconds / 2
@@ -144,10 +145,19 @@ class Dispatcher:
         with contextlib.suppress(Exception):
             await self._db(self.store.sign_off)
 
-    def wake(self) -> None:
+    def wake(self, not_before: datetime | None = None) -> None:
         """Something changed (an API write, here or in another process): look for due work now, and make
-        occurrences claimed ahead re-check their job before they fire."""
-        self._generation += 1
+        occurrences claimed ahead re-check their job before they fire. ``not_before``: the change only made
+        jobs due at that time or later, none of them claimed (store.dispatching.earliest_noted): then nothing
+        claimed re-checks, and a loop asleep until a time that leaves it enough claim-ahead for them sleeps
+        on (creating jobs through the API woke it for a claim cycle per job)."""
+        if not_before is None or not_before.tzinfo is None:
+            self._generation += 1
+        elif self._sleeping_until is None:  # mid-cycle: decided once the cycle has planned its next look
+            self._noted = not_before if self._noted is None else min(self._noted, not_before)
+            return
+        elif not_before - self.ahead / 2 >= self._sleeping_until:
+            return
         self._wake.set()
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -178,6 +188,7 @@ class Dispatcher:
             try:
                 self._wake.clear()
                 self._sleeping_until = None  # awake: any change may matter
+                self._noted = None
                 now = self.clock.now()
                 generation = self._generation
                 self.metrics.cycles.inc()
@@ -200,6 +211,8 @@ class Dispatcher:
                     if delay <= 0 and not claims:  # due but locked elsewhere: look again shortly, not at once
                         delay = min(poll.total_seconds(), LOCKED_RETRY)
                 self._sleeping_until = self.clock.now() + timedelta(seconds=delay)
+                if self._noted is not None and self._noted - half_ahead < self._sleeping_until:
+                    delay = 0.0  # a job made due meanwhile needs a look before the one planned
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -70,3 +70,8 @@ _BY_KEY = {name.replace(" ", "").lower(): name for name in _DISPLAY_NAMES}
 def display_location(location: str) -> str:
     """``westus`` (or ``West US``, ``WESTUS``) → ``West US``; an unknown location is kept as sent."""
     return _BY_KEY.get(location.replace(" ", "").lower(), location)
+
+
+def known_display_names() -> tuple[str, ...]:
+    """Every region this module knows, by display name."""
+    return tuple(_DISPLAY_NAMES)

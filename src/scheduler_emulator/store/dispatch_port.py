@@ -428,7 +428,7 @@ class DispatchStore:
         with self.database.session() as session:
             return sql.next_due_time(session)
 
-    def wakeups(self, on_wake: Callable[[], None]) -> PostgresWakeups | None:
+    def wakeups(self, on_wake: Callable[[datetime | None], None]) -> PostgresWakeups | None:
         """A listener calling ``on_wake`` whenever another process announces a change (PostgreSQL's LISTEN);
         None where the database cannot announce (SQLite: its one process wakes its dispatcher in-process)."""
         if not self.listens:

@@ -441,11 +441,37 @@ def wake_needed(session: Session, horizon: datetime) -> bool:
     return not notes or any(moment is None or moment < horizon for moment in notes)
 
 
-def announce_change(session: Session) -> None:
+def earliest_noted(session: Session) -> datetime | None:
+    """The earliest time a job this transaction changed may be due, when every change was noted and none
+    concerns a claimed occurrence (see note_due); None when dispatchers must look at once and re-check what
+    they claimed."""
+    notes: list[datetime | None] | None = session.info.get(_DUE)
+    if not notes or any(moment is None for moment in notes):
+        return None
+    return min(m for m in notes if m is not None)
+
+
+def announce_change(session: Session, not_before: datetime | None = None) -> None:
     """Tell every dispatcher process sharing this PostgreSQL database to look for due work (delivered at
-    commit). SQLite has one process, whose dispatcher is woken in-process instead."""
+    commit); ``not_before`` (see earliest_noted) goes with it as the payload, so that a dispatcher that looks by
+    itself before then can ignore it. SQLite has one process, whose dispatcher is woken in-process instead."""
     if session.get_bind().dialect.name == "postgresql":
-        session.execute(text(f"NOTIFY {WAKE_CHANNEL}"))
+        if not_before is None:
+            session.execute(text(f"NOTIFY {WAKE_CHANNEL}"))
+        else:
+            session.execute(
+                text("SELECT pg_notify(:channel, :payload)"),
+                {"channel": WAKE_CHANNEL, "payload": not_before.isoformat()},
+            )
+
+
+def wake_payload(payload: str) -> datetime | None:
+    """The ``not_before`` a notification carries (None: none, or unreadable: look at once)."""
+    try:
+        moment = datetime.fromisoformat(payload) if payload else None
+    except ValueError:
+        return None
+    return moment if moment is not None and moment.tzinfo is not None else None
 
 
 def count_due(session: Session, now: datetime) -> int:

@@ -258,6 +258,124 @@ class ClassicOperationRow(Base):
     created_at: Mapped[datetime] = mapped_column(index=True)
 
 
+class ResourceGroupRow(Base):
+    """A resource group someone created (PUT) or changed (PATCH). Groups that only exist because a collection
+    was created in one (SPEC §2, implicit) have no row: the service lists them from the collections."""
+
+    __tablename__ = "resource_groups"
+    __table_args__ = (UniqueConstraint("subscription_key", "name_key"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    subscription_id: Mapped[str] = mapped_column(String(100))
+    subscription_key: Mapped[str] = mapped_column(String(100))
+    name: Mapped[str] = mapped_column(String(100))
+    name_key: Mapped[str] = mapped_column(String(100))
+    location: Mapped[str] = mapped_column(String(100))
+    tags: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime]
+
+
+class ProviderRegistrationRow(Base):
+    """A resource provider's registration state in a subscription, as the last register/unregister left it."""
+
+    __tablename__ = "provider_registrations"
+    __table_args__ = (UniqueConstraint("subscription_key", "namespace_key"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    subscription_key: Mapped[str] = mapped_column(String(100))
+    namespace_key: Mapped[str] = mapped_column(String(100))
+    state: Mapped[str] = mapped_column(String(20))  # Registered | Unregistered
+
+
+class DeploymentRow(Base):
+    """A template deployment at resource-group scope. Secure parameter values are never stored (only their
+    names), so nothing here can echo one."""
+
+    __tablename__ = "deployments"
+    __table_args__ = (UniqueConstraint("subscription_key", "resource_group_key", "name_key"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    subscription_id: Mapped[str] = mapped_column(String(100))
+    subscription_key: Mapped[str] = mapped_column(String(100))
+    resource_group: Mapped[str] = mapped_column(String(100))
+    resource_group_key: Mapped[str] = mapped_column(String(100))
+    name: Mapped[str] = mapped_column(String(100))
+    name_key: Mapped[str] = mapped_column(String(100))
+    # Accepted | Running | Succeeded | Failed | Canceled
+    state: Mapped[str] = mapped_column(String(20))
+    mode: Mapped[str] = mapped_column(String(20))
+    operation_id: Mapped[str] = mapped_column(String(64), index=True)  # the current run's status URL id
+    correlation_id: Mapped[str] = mapped_column(String(64))
+    template: Mapped[dict[str, Any]] = mapped_column(JSON)
+    template_hash: Mapped[str] = mapped_column(String(40))
+    # The parameters as the deployment shows them: secure values left out.
+    parameters: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # What the run is to do (resources in dependency order, outputs), evaluated at preflight; secure values
+    # that resources need sit sealed in job definitions only once deployed.
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON)
+    outputs: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    output_resources: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # onErrorDeployment: {type, deploymentName} resolved at preflight, plus provisioningState once it ran.
+    on_error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(default=False)
+    started_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class DeploymentOperationRow(Base):
+    """One resource a deployment run created or updated (or failed to), in the order it ran."""
+
+    __tablename__ = "deployment_operations"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
+    operation_id: Mapped[str] = mapped_column(String(40))
+    resource_type: Mapped[str] = mapped_column(String(200))
+    resource_name: Mapped[str] = mapped_column(String(300))
+    target_id: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(20))  # Succeeded | Failed
+    status_code: Mapped[str] = mapped_column(String(40))
+    status_message: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    timestamp: Mapped[datetime]
+    duration_ms: Mapped[int] = mapped_column(default=0)
+
+
+class GenericResourceRow(Base):
+    """Another provider's resource deployed with ``--arm-foreign-resources inert``: kept, listed, answered by
+    reference() and listKeys(), never run."""
+
+    __tablename__ = "generic_resources"
+    __table_args__ = (UniqueConstraint("subscription_key", "resource_group_key", "type_key", "name_key"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    subscription_id: Mapped[str] = mapped_column(String(100))
+    subscription_key: Mapped[str] = mapped_column(String(100))
+    resource_group: Mapped[str] = mapped_column(String(100))
+    resource_group_key: Mapped[str] = mapped_column(String(100))
+    type: Mapped[str] = mapped_column(String(200))
+    type_key: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(300))
+    name_key: Mapped[str] = mapped_column(String(300))
+    location: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    tags: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # The resource as the template gave it (minus type/name/apiVersion...), sku and kind included.
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    keys: Mapped[dict[str, Any]] = mapped_column(JSON)  # generated once, what listKeys() answers (inert: not real)
+    created_at: Mapped[datetime]
+
+
+class ArmOperationRow(Base):
+    """A Microsoft.Resources long-running operation (a resource group's deletion), polled at its Location."""
+
+    __tablename__ = "arm_operations"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    subscription_key: Mapped[str] = mapped_column(String(100))
+    status: Mapped[str] = mapped_column(String(20))  # Running | Succeeded
+    created_at: Mapped[datetime] = mapped_column(index=True)
+
+
 # The tables, for the statements written in SQLAlchemy Core (store.dispatching, store.repository).
 JOBS = cast(Table, JobRow.__table__)
 COLLECTIONS = cast(Table, JobCollectionRow.__table__)

@@ -335,6 +335,9 @@ def reset_everything(session: Session) -> None:
     (the emulator's settings, its dispatchers and its clock stay)."""
     for table in (JobHistoryRow, OccurrenceRow, JobRow, JobCollectionRow, CloudServiceRow, ClassicOperationRow):
         session.execute(delete(table))
+    from scheduler_emulator.store.resources import reset_front_door  # it builds on this module
+
+    reset_front_door(session)
 
 
 def scheduled_jobs_due_by(session: Session, until: datetime) -> list[JobRow]:

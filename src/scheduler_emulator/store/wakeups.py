@@ -7,21 +7,27 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 import psycopg
 from sqlalchemy.engine import make_url
 
-from scheduler_emulator.store.dispatching import WAKE_CHANNEL
+from scheduler_emulator.store.dispatching import WAKE_CHANNEL, wake_payload
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
 
 
 class PostgresWakeups:
-    """Calls ``on_wake`` for every notification; reconnects (after a pause) when the connection is lost."""
+    """Calls ``on_wake`` for every notification, with the time before which the change makes nothing due when
+    the notification says (dispatching.announce_change), else None; reconnects (after a pause) when the
+    connection is lost."""
 
     def __init__(
-        self, database_url: str, on_wake: Callable[[], None], parameters: Mapping[str, Any] | None = None
+        self,
+        database_url: str,
+        on_wake: Callable[[datetime | None], None],
+        parameters: Mapping[str, Any] | None = None,
     ) -> None:
         """``parameters``: further libpq connection parameters (keepalives, server options)."""
         url = make_url(database_url).set(drivername="postgresql")
@@ -50,9 +56,9 @@ class PostgresWakeups:
                     await connection.execute(f"LISTEN {WAKE_CHANNEL}")
                     self.connected.set()
                     pause = 0.5
-                    self.on_wake()  # anything announced while we were not listening
-                    async for _ in connection.notifies():
-                        self.on_wake()
+                    self.on_wake(None)  # anything announced while we were not listening
+                    async for notification in connection.notifies():
+                        self.on_wake(wake_payload(notification.payload))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure: reconnect, polling covers the gap
