@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import insert
 
-from scheduler_emulator.domain.clock import Clock
+from scheduler_emulator.domain.clock import WallClock
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
 from tests.conftest import PostgresDatabase, require_postgres
@@ -20,7 +20,7 @@ T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 BACKENDS = ["sqlite", "postgresql"]
 
 
-class SetClock(Clock):
+class SetClock(WallClock):
     """A clock that reads what the test set (``moment``)."""
 
     def __init__(self, now: datetime) -> None:

@@ -21,8 +21,9 @@ from scheduler_emulator.at_rest import secret_key
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.loop import Dispatcher
-from scheduler_emulator.domain.clock import Clock
+from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.metrics import Metrics
+from scheduler_emulator.stepping import ClockStepper
 from scheduler_emulator.store.database import ConnectionBounds, Database
 from scheduler_emulator.store.secrets import SecretBox
 from scheduler_emulator.virtual_clock import VirtualClock
@@ -63,9 +64,12 @@ async def stop_deployment_runs(runs: set[asyncio.Task[None]]) -> None:
 
 
 def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
-    """The service: ARM routes behind the ARM pipeline, over the store ``settings`` name."""
+    """The service: ARM routes behind the ARM pipeline, over the store ``settings`` name. ``clock``: the clock
+    of ``--clock real`` (default the wall clock; tests may set one); ``--clock virtual`` builds its own."""
 
     box = SecretBox(secret_key(settings))
+    virtual = VirtualClock(settings.clock_start) if settings.clock == "virtual" else None
+    clock = virtual or clock or WallClock()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -73,16 +77,16 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
         database.migrate()
         database.prepare_secrets()
         app.state.database = database
-        if settings.clock == "virtual" and not isinstance(app.state.clock, VirtualClock):
-            app.state.clock = VirtualClock(database, settings.clock_start)
-        if isinstance(app.state.clock, VirtualClock):
-            app.state.clock.load()
+        if virtual is not None:
+            await virtual.load(database)
         dispatcher = None
         if settings.dispatcher:
             actions = Actions(settings)
-            dispatcher = Dispatcher(database, app.state.clock, settings, actions, app.state.metrics)
+            dispatcher = Dispatcher(database, clock, settings, actions, app.state.metrics, stepped=virtual is not None)
             dispatcher.start()
         app.state.dispatcher = dispatcher
+        if virtual is not None and dispatcher is not None:
+            app.state.stepper = ClockStepper(virtual, dispatcher)
         tune_garbage_collector()
         try:
             yield
@@ -103,7 +107,8 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
         openapi_url="/_emulator/openapi.json",
     )
     app.state.settings = settings
-    app.state.clock = clock or Clock()
+    app.state.clock = clock
+    app.state.stepper = None  # a stepping.ClockStepper under --clock virtual with a dispatcher (POST /_emulator/clock)
     app.state.metrics = Metrics()
     app.state.heavy_work = HeavyWork(settings.max_heavy_requests)
     deployment_runs: set[asyncio.Task[None]] = set()  # template deployments running here (api.resources.deployments)
@@ -121,6 +126,10 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     app.include_router(emulator.metrics_router)
     install_error_handlers(app)
     app.add_middleware(
-        ArmPipeline, hosts=HostGuard(settings), auth=Authenticator(settings), max_body_bytes=settings.max_body_bytes
+        ArmPipeline,
+        hosts=HostGuard(settings),
+        auth=Authenticator(settings),
+        max_body_bytes=settings.max_body_bytes,
+        clock=clock,
     )
     return app

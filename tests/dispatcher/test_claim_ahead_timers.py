@@ -15,7 +15,7 @@ import uvloop
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.loop import Dispatcher
-from scheduler_emulator.domain.clock import Clock
+from scheduler_emulator.domain.clock import WallClock
 from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.store.database import Database
 from tests.dispatch_support import add_collection, add_job, scratch_database
@@ -45,7 +45,7 @@ def test_occurrences_claimed_ahead_fire_on_time_with_few_timer_wakeups(
     async def scenario() -> None:
         nonlocal wakeups
         actions = Actions(settings)
-        dispatcher = Dispatcher(database, Clock(), settings, actions, Metrics())
+        dispatcher = Dispatcher(database, WallClock(), settings, actions, Metrics())
         on_time = dispatcher._on_time
 
         def counted(*args: Any) -> None:

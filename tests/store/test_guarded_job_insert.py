@@ -22,6 +22,7 @@ from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
 from scheduler_emulator.store.secrets import SecretBox
+from scheduler_emulator.store.write_scope import write_scope
 from tests.conftest import PostgresDatabase, require_postgres
 from tests.dispatch_support import T0, add_collection, add_job
 
@@ -171,7 +172,9 @@ def put_job(database: Database, name: str) -> tuple[JobRow, bool]:
     raw = {"startTime": (T0 + timedelta(days=1)).isoformat(), "action": {"type": "Http", "request": {
         "uri": "http://127.0.0.1:1/", "method": "GET"}}}  # fmt: skip
     with database.session() as session:
-        _, job, created = jobs.put(session, REF, name, raw, T0, timedelta(0), [LOCK])
+        _, job, created = jobs.put_locking_late(
+            write_scope(database, session), REF, name, raw, moment=T0, floor=timedelta(0)
+        )
         return job, created
 
 

@@ -24,6 +24,7 @@ from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatching import announce_change, earliest_noted, wake_needed
+from scheduler_emulator.store.write_scope import WriteScope, collection_lock, write_scope
 
 log = logging.getLogger("scheduler_emulator.api")
 MAX_ASSUMED_POLL = 60.0  # seconds: the longest --poll-interval assumed of any process sharing the database
@@ -94,9 +95,9 @@ def clock(request: Request) -> Clock:
 
 
 def now(request: Request) -> datetime:
-    current = clock(request)
-    refresh = getattr(current, "refresh", None)  # a virtual clock: another process may have moved it
-    return refresh() if refresh is not None else current.now()
+    """The clock's time; the pipeline had it catch up as the request started (a virtual clock another process
+    moved), so this never calls the database."""
+    return clock(request).now()
 
 
 def wake_dispatcher(request: Request, not_before: datetime | None = None) -> None:
@@ -131,7 +132,7 @@ def write_locks(request: Request) -> list[str]:
     if collection is None:
         return [f"subscription:{subscription}"]
     group = str(params.get("resource_group", "")).lower()
-    collection_key = f"collection:{subscription}/{group}/{str(collection).lower()}"
+    collection_key = collection_lock(subscription, group, str(collection))
     job_write = "job_name" in params or request.url.path.rstrip("/").lower().endswith("/jobs")
     return [collection_key] if job_write else [f"subscription:{subscription}", collection_key]
 
@@ -142,22 +143,23 @@ async def in_session(request: Request, work: Callable[[Session], T], wake: bool 
     earlier, so wake the dispatchers once it is committed — unless every job it changed noted
     (store.dispatching.note_due) that it is not due before they look anyway."""
 
-    def locked_first(session: Session, locks: list[str]) -> T:
-        repo.lock(session, *locks)
-        return work(session)
+    locks = write_locks(request)
+
+    def locked_first(scope: WriteScope) -> T:
+        repo.lock(scope.session, *locks)
+        return work(scope.session)
 
     return await in_session_locking_late(request, locked_first, wake)
 
 
-async def in_session_locking_late(request: Request, work: Callable[[Session, list[str]], T], wake: bool = False) -> T:
-    """As in_session, but taking the write locks is left to ``work``: it gets the session and their names (take
-    them with repo.lock), to take before it writes, or before it reads anything its checks need that a
-    concurrent write could change."""
+async def in_session_locking_late(request: Request, work: Callable[[WriteScope], T], wake: bool = False) -> T:
+    """As in_session, but taking the write lock is left to ``work``: it gets a write scope over the transaction
+    (store.write_scope: ``lock(collection)``, ``insert_if_unchanged``), to take the lock before it writes, or
+    before it reads anything its checks need that a concurrent write could change."""
     database: Database = request.app.state.database
-    locks = write_locks(request)
 
     settings = request.app.state.settings
-    virtual = getattr(clock(request), "refresh", None) is not None  # a virtual clock: always wake (passive loop)
+    virtual = settings.clock == "virtual"  # always wake: a stepped dispatcher looks only when woken
     # Every dispatcher looks again by itself within its poll interval and then claims this far ahead. Other
     # processes sharing the database may poll less often than this one: assume up to a minute, and the
     # largest claim-ahead allowed (a job due later than that needs no wake-up anywhere).
@@ -165,7 +167,7 @@ async def in_session_locking_late(request: Request, work: Callable[[Session, lis
 
     def run() -> tuple[T, bool, datetime | None]:
         with database.session() as session:
-            result = work(session, locks)
+            result = work(write_scope(database, session))
             woken = wake and (virtual or wake_needed(session, datetime.now(UTC) + lookahead))
             not_before = None if virtual or not woken else earliest_noted(session)
             if woken:

@@ -17,6 +17,7 @@ from scheduler_emulator.schemas.job import JobDefinitionIn
 from scheduler_emulator.schemas.member_names import canonical_names
 from scheduler_emulator.service import collections, jobs
 from scheduler_emulator.service.collections import CollectionRef
+from scheduler_emulator.store.write_scope import WriteScope
 
 router = APIRouter()
 
@@ -44,8 +45,8 @@ async def create_or_replace_job(
     read_sent_durations(raw, dialect)
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
-    def work(session: Session, locks: list[str]) -> tuple[int, dict[str, Any]]:
-        collection, job, created = jobs.put(session, ref, job_name, raw, moment, floor, locks)
+    def work(scope: WriteScope) -> tuple[int, dict[str, Any]]:
+        collection, job, created = jobs.put_locking_late(scope, ref, job_name, raw, moment=moment, floor=floor)
         return (201 if created else 200), job_to_wire(collection, job, dialect.one_job)
 
     # Writes into one collection queue on its lock: put takes it as late as it can.
@@ -68,7 +69,7 @@ async def patch_job(
 
     def work(session: Session) -> dict[str, Any]:
         collection = collections.get(session, ref)
-        job = jobs.patch(session, collection, job_name, patch or {}, moment, floor)
+        job = jobs.patch(session, collection, job_name, patch or {}, moment=moment, floor=floor)
         return job_to_wire(collection, job, dialect.one_job)
 
     return JSONResponse(await in_session(request, work, wake=True))

@@ -19,6 +19,8 @@
                    ``ANY_CONTENT_TYPE`` (e.g. classic routes) opt out; body-less requests may omit it;
 9. body size     — a declared Content-Length over ``--max-body-bytes`` is refused before it is read
                    (a body without one is counted while read, see ``context.json_object``);
+10. clock        — the scheduling clock catches up (``Clock.refresh``: a virtual clock another process moved),
+                   off the event loop, so handlers read it without a database call (``context.now``);
 then the FastAPI handlers, whose errors are rendered by ``install_error_handlers``.
 """
 
@@ -39,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.access import OPEN_PATHS, Authenticator, HostGuard
+from scheduler_emulator.domain.clock import Clock, WallClock
 
 log = logging.getLogger("scheduler_emulator.api")
 access_log = logging.getLogger("scheduler_emulator.access")
@@ -156,7 +159,7 @@ def _content_type_error(scope: Scope, headers: dict[str, str], arm: bool) -> err
 
 
 class ArmPipeline:
-    """Pure ASGI middleware implementing steps 1–9 above (2 and 3 only when given their guards)."""
+    """Pure ASGI middleware implementing steps 1–10 above (2 and 3 only when given their guards)."""
 
     def __init__(
         self,
@@ -164,8 +167,10 @@ class ArmPipeline:
         hosts: HostGuard | None = None,
         auth: Authenticator | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        clock: Clock | None = None,
     ) -> None:
         self.app = app
+        self.clock = clock or WallClock()
         self.hosts = hosts
         self.auth = auth
         self.max_body_bytes = max_body_bytes
@@ -196,6 +201,7 @@ class ArmPipeline:
             await error.response()(scope, receive, send_with_ids)
             self._observe(scope, request_id, error.status, time.perf_counter() - began)
             return
+        await self._refresh_clock()
         started = False
 
         async def send_tracking(message: Message) -> None:
@@ -242,6 +248,14 @@ class ArmPipeline:
         if metrics is not None:
             metrics.requests.labels(route, method, str(status)).inc()
             metrics.request_seconds.labels(route).observe(seconds)
+
+    async def _refresh_clock(self) -> None:
+        """Step 10. If the store cannot answer, the last known time stands: the handler's own store call reports
+        the outage in the surface's shape (and health answers without one)."""
+        try:
+            await self.clock.refresh()
+        except Exception as exc:  # noqa: BLE001 - see above
+            log.debug("the clock could not catch up: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
     async def _guard(self, scope: Scope, headers: dict[str, str]) -> errors.ArmError | None:
         """Steps 2 and 3: the Host guard, then authentication."""

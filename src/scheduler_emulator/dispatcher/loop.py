@@ -25,7 +25,7 @@ from scheduler_emulator.dispatcher.recorder import (
     is_outage,
     patiently,
 )
-from scheduler_emulator.domain.clock import Clock
+from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.domain.states import JobState
 from scheduler_emulator.faults import pause_point
 from scheduler_emulator.metrics import Metrics
@@ -33,7 +33,6 @@ from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatch_port import DispatchStore
 from scheduler_emulator.store.dispatch_records import Abandon, Claim
 from scheduler_emulator.store.wakeups import PostgresWakeups
-from scheduler_emulator.virtual_clock import VirtualClock
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
 T = TypeVar("T")
@@ -49,24 +48,31 @@ TIMER_RESOLUTION = 0.001  # seconds: the event loop's (uvloop's) timers count wh
 
 class Dispatcher:
     """Fires every due occurrence once. Start with :meth:`start`, stop with :meth:`stop`; call
-    :meth:`wake` after any change that may make a job due earlier."""
+    :meth:`wake` after any change that may make a job due earlier. ``stepped`` (``--clock virtual``): it
+    claims nothing on its own; stepping.ClockStepper has it start what is due (:meth:`start_due`)."""
 
     def __init__(
-        self, database: Database, clock: Clock, settings: Settings, actions: Actions, metrics: Metrics
+        self,
+        database: Database,
+        clock: Clock,
+        settings: Settings,
+        actions: Actions,
+        metrics: Metrics,
+        *,
+        stepped: bool = False,
     ) -> None:
         self.metrics = metrics
         self.clock = clock
         self.settings = settings
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"[:64]
-        self.wall = Clock()  # heartbeats and leases: real time even under a virtual clock
-        # Under --clock virtual nothing is claimed on its own: occurrences run while ``advance`` moves time.
-        self.virtual = clock if isinstance(clock, VirtualClock) else None
+        self.wall = WallClock()  # heartbeats and leases: real time even under a virtual clock
+        self.stepped = stepped
         self.store = DispatchStore(
             database, self.owner, clock=clock, wall=self.wall, history_max_entries=settings.history_max_entries
         )
         self.recorder = BatchRecorder(
             self.store.write,
-            gather=VIRTUAL_GATHER_SECONDS if self.virtual else GATHER_SECONDS,
+            gather=VIRTUAL_GATHER_SECONDS if stepped else GATHER_SECONDS,
             on_batch=metrics.write_batches.inc,
         )
         self._stopping = asyncio.Event()  # set: claim nothing more, start no new retry
@@ -91,8 +97,8 @@ class Dispatcher:
         self._running: set[asyncio.Task[None]] = set()
         # Occurrences claimed ahead (``--claim-ahead``) and waiting for their time; an API write in the
         # meantime (``changed``) makes them re-check their job before they fire.
-        self.ahead = timedelta(seconds=0 if self.virtual else settings.claim_ahead)
-        self.counts = {"occurrences": 0, "attempts": 0, "failed": 0}  # since start (read by ``advance``)
+        self.ahead = timedelta(seconds=0 if stepped else settings.claim_ahead)
+        self.counts = {"occurrences": 0, "attempts": 0, "failed": 0}  # since start (read by the stepping)
         # By occurrence id: the timer that starts each one at its time (a timer, not a sleeping task: at
         # 3,000 fires/s a task, a sleep future and an extra task step per occurrence were ~3 % of the CPU).
         self._waiting: dict[int, tuple[asyncio.TimerHandle, Claim]] = {}
@@ -178,9 +184,9 @@ class Dispatcher:
                 log.warning("registering the dispatcher failed (%s); retrying", str(exc).splitlines()[0])
                 await asyncio.sleep(min(5.0, 0.5 * (attempt + 1)))
         self._renewal = asyncio.create_task(self._heartbeat(), name="heartbeat")
-        while self.virtual is not None:  # passive: only retention runs until an advance moves time
+        while self.stepped:  # passive: only retention runs until an advance moves time
             with contextlib.suppress(Exception):
-                await self._housekeeping(self.virtual.now())
+                await self._housekeeping(self.clock.now())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=poll.total_seconds())
             self._wake.clear()
@@ -227,36 +233,22 @@ class Dispatcher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=delay)
 
-    # -- the virtual clock ------------------------------------------------------------------------
+    # -- stepped (stepping.ClockStepper) ---------------------------------------------------------------
 
     def _count_attempt(self, succeeded: bool) -> None:
         self.counts["attempts"] += 1
         self.counts["failed"] += not succeeded
 
-    async def advance(self, target: datetime, step_timeout: float = 120.0) -> dict[str, int]:
-        """Move the virtual clock to ``target``, stepping to each instant something is due (a scheduled time,
-        a run request, a retry) and running it there, in time order; returns what ran. Bounded: each step
-        runs at least one occurrence or retry, or the advance ends."""
-        clock = self.virtual
-        assert clock is not None, "advance needs --clock virtual"
-        before = dict(self.counts)
-        for _ in range(10_000_000):
-            await self._quiesce(clock, step_timeout)
-            due = await self._db(self.store.next_due_time)
-            timer = clock.next_timer()
-            candidates = [t for t in (due, timer) if t is not None]
-            if not candidates or min(candidates) > target:
-                break
-            moment = max(min(candidates), clock.now())
-            clock.set(moment)  # stores it (one small write) and releases the retries due by then
-            claimed = await self._claim_now(moment)
-            if not claimed and (timer is None or timer > moment) and due is not None and due <= moment:
-                break  # due, but held by another dispatcher: nothing more this process can run
-        clock.set(target)
-        await self._quiesce(clock, step_timeout)
-        return {key: self.counts[key] - before[key] for key in self.counts}
+    @property
+    def running(self) -> frozenset[asyncio.Task[None]]:
+        """The occurrences started here and not finished (running, or waiting to retry)."""
+        return frozenset(self._running)
 
-    async def _claim_now(self, moment: datetime) -> int:
+    async def next_due_time(self) -> datetime | None:
+        """When the earliest occurrence or run request falls due (store.next_due_time); None: nothing."""
+        return await self._db(self.store.next_due_time)
+
+    async def start_due(self, moment: datetime) -> int:
         """Claim and start everything due at ``moment``; how many occurrences were claimed."""
         claimed = 0
         for _ in range(100_000):
@@ -267,15 +259,6 @@ class Dispatcher:
             if len(claims) < CLAIM_BATCH:
                 break
         return claimed
-
-    async def _quiesce(self, clock: VirtualClock, timeout: float) -> None:
-        """Wait until every occurrence running here has finished or waits for a later virtual instant."""
-        deadline = asyncio.get_running_loop().time() + timeout
-        while any(not task.done() and task not in clock.sleeping for task in self._running):
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"occurrences still running after {timeout:.0f} s")
-            await asyncio.sleep(0.002)
-        await asyncio.sleep(0)
 
     # -- one occurrence ---------------------------------------------------------------------------
 

@@ -5,7 +5,6 @@ the store port's batched writes."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import logging
@@ -200,12 +199,8 @@ class OccurrenceRunner:
 
     async def _wait_to_retry(self, seconds: float) -> None:
         """Sleep until the retry is due; a stopping dispatcher does not start new retries."""
-        virtual_sleep = getattr(self.clock, "sleep", None)  # a virtual clock: wait for time to be advanced
-        if virtual_sleep is not None and not self.stopping.is_set():
-            await virtual_sleep(seconds, self.stopping)
-        elif not self.stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
+        if not self.stopping.is_set():
+            await self.clock.sleep(seconds, self.stopping)  # virtual: until an advance reaches the retry's time
         if self.stopping.is_set():
             raise Released
 

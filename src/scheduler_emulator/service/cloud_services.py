@@ -38,6 +38,7 @@ def create(
     session: Session,
     subscription_id: str,
     name: str,
+    *,
     label: str,
     description: str,
     geo_region: str,

@@ -33,6 +33,7 @@ from scheduler_emulator.store import resources as store
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatching import announce_change
 from scheduler_emulator.store.models import DeploymentOperationRow, DeploymentRow, GenericResourceRow
+from scheduler_emulator.store.write_scope import collection_lock
 from scheduler_emulator.templates.errors import TemplateError
 from scheduler_emulator.templates.template import ResourceInstance, TemplateDeployment
 
@@ -333,8 +334,8 @@ def _write(session: Session, context: RunContext, instance: ResourceInstance, bo
 
 
 def _collection_lock(ref: CollectionRef) -> str:
-    """The collection's write lock, named as the API names it (api.context.write_locks)."""
-    return f"collection:{ref.subscription_id.lower()}/{ref.resource_group.lower()}/{ref.name.lower()}"
+    """The collection's write lock, named as the API names it (store.write_scope.collection_lock)."""
+    return collection_lock(ref.subscription_id, ref.resource_group, ref.name)
 
 
 def _write_generic(

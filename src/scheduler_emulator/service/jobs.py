@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from scheduler_emulator.service.validation import check_name_length, read_model
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.dispatching import note_due
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
+from scheduler_emulator.store.write_scope import WriteScope
 
 if TYPE_CHECKING:  # service.collections imports this module
     from scheduler_emulator.service.collections import CollectionRef
@@ -61,23 +62,11 @@ def get_in(session: Session, ref: CollectionRef, name: str) -> tuple[JobCollecti
 
 
 def put(
-    session: Session,
-    ref: CollectionRef,
-    name: str,
-    raw: dict[str, Any],
-    moment: datetime,
-    floor: timedelta,
-    locks: Sequence[str] = (),
+    session: Session, ref: CollectionRef, name: str, raw: dict[str, Any], moment: datetime, floor: timedelta
 ) -> tuple[JobCollectionRow, JobRow, bool]:
-    """Create or replace the job from its ARM ``properties`` in the collection ``ref`` names; a new series
-    starts at ``moment``. Returns the collection, the job and whether it was created. ``locks``: the write
-    locks the caller left to put to take (none: they are held). A new job is then read and validated first
-    and inserted under them (see _create_before_locking); anything else runs under them."""
-    if locks:
-        created = _create_before_locking(session, ref, name, raw, moment, floor, locks)
-        if created is not None:
-            return created
-        repo.lock(session, *locks)
+    """Create or replace the job from its ARM ``properties`` in the collection ``ref`` names, under the write
+    locks the caller holds; a new series starts at ``moment``. Returns the collection, the job and whether it
+    was created."""
     found = repo.find_collection_and_job(session, ref.subscription_id, ref.resource_group, ref.name, name)
     if found is None:
         raise NotFound("job collection", ref.name)
@@ -86,37 +75,49 @@ def put(
     if existing is not None:
         _refuse_final(existing)
         definition = keep_omitted_secrets(raw, existing.definition)
-    job = _store(session, collection, name, definition, existing, moment, True, floor, count)
-    return collection, job, existing is None
+    write = JobWrite(
+        collection=collection, name=name, raw=definition, moment=moment, floor=floor, existing=existing, job_count=count
+    )
+    return collection, _store(session, write), existing is None
+
+
+def put_locking_late(
+    scope: WriteScope, ref: CollectionRef, name: str, raw: dict[str, Any], *, moment: datetime, floor: timedelta
+) -> tuple[JobCollectionRow, JobRow, bool]:
+    """As put, taking the collection's write lock through ``scope`` as late as the store allows: a new job is
+    read and validated first and inserted under it where the scope can (_create_before_locking); anything
+    else runs under it."""
+    if scope.inserts_before_locking:
+        created = _create_before_locking(scope, ref, name, raw, moment=moment, floor=floor)
+        if created is not None:
+            return created
+    scope.lock(ref)
+    return put(scope.session, ref, name, raw, moment, floor)
 
 
 def _create_before_locking(
-    session: Session,
-    ref: CollectionRef,
-    name: str,
-    raw: dict[str, Any],
-    moment: datetime,
-    floor: timedelta,
-    locks: Sequence[str],
+    scope: WriteScope, ref: CollectionRef, name: str, raw: dict[str, Any], *, moment: datetime, floor: timedelta
 ) -> tuple[JobCollectionRow, JobRow, bool] | None:
-    """A new job on PostgreSQL, holding the collection's write lock only while the database runs its INSERT
-    and the COMMIT: read and validated before the lock is taken, then inserted by one statement that checks
+    """A new job, holding the collection's write lock only while the database runs its INSERT and the end of
+    the transaction: read and validated before the lock is taken, then inserted by one statement that checks
     that what it was built from still holds (the name free, the collection unchanged, its job count under the
-    limit), sent with the lock and the COMMIT in one round trip. Jobs written into one collection queue on that
-    lock, so what runs under it bounds their rate. None when it is not a plain create, when the read led to
-    an error, or when something changed meanwhile (then nothing was written, and the transaction that read it
-    has ended): the caller then does it all under the lock, as for any other write."""
-    if not repo.takes_guarded_inserts(session):
-        return None
+    limit), sent with the lock and the COMMIT in one round trip (scope.insert_if_unchanged). Jobs written into
+    one collection queue on that lock, so what runs under it bounds their rate. None when it is not a plain
+    create, when the read led to an error, or when something changed meanwhile (then nothing was written, and
+    the transaction that read it has ended): the caller then does it all under the lock, as for any other
+    write."""
+    session = scope.session
     found = repo.find_collection_job_and_version(session, ref.subscription_id, ref.resource_group, ref.name, name)
     if found is None or found[1] is not None:
         return None
     collection, _, count, version = found
     try:
-        job, limits = _build(collection, name, raw, None, moment, True, floor, count)
+        job, limits = _build(
+            JobWrite(collection=collection, name=name, raw=raw, moment=moment, floor=floor, job_count=count)
+        )
     except (FieldError, Conflict, InvalidName, TooLarge):
         return None  # decided under the lock, from what is stored then
-    if not repo.insert_job_locked_and_commit(session, job, version, limits.max_jobs, locks):
+    if not scope.insert_if_unchanged(job, collection=ref, collection_version=version, max_jobs=limits.max_jobs):
         return None
     note_due(session, job.next_execution_time, None, at_once=False)
     return collection, job, True
@@ -127,6 +128,7 @@ def patch(
     collection: JobCollectionRow,
     name: str,
     changes: dict[str, Any],
+    *,
     moment: datetime,
     floor: timedelta,
 ) -> JobRow:
@@ -135,8 +137,11 @@ def patch(
     _refuse_final(job)
     # Secrets the patch does not mention are kept only for an unchanged target (keep_omitted_secrets).
     merged = keep_omitted_secrets(merge_patch(strip_secrets(job.definition), changes), job.definition)
-    timing_changed = any(merged.get(k) != job.definition.get(k) for k in ("startTime", "recurrence"))
-    return _store(session, collection, job.name, merged, job, moment, timing_changed, floor)
+    retimed = any(merged.get(k) != job.definition.get(k) for k in ("startTime", "recurrence"))
+    write = JobWrite(
+        collection=collection, name=job.name, raw=merged, moment=moment, floor=floor, existing=job, new_series=retimed
+    )
+    return _store(session, write)
 
 
 def delete(session: Session, collection: JobCollectionRow, name: str) -> None:
@@ -221,23 +226,29 @@ def check_definition(properties: JobProperties, limits: Limits, origin: datetime
     check_job(properties.timing(), origin, retries, auth_paths, limits)
 
 
-def _store(
-    session: Session,
-    collection: JobCollectionRow,
-    name: str,
-    raw: dict[str, Any],
-    existing: JobRow | None,
-    moment: datetime,
-    new_series: bool,
-    floor: timedelta,
-    job_count: int | None = None,
-) -> JobRow:
-    """Validate ``raw`` (the job's properties) against every rule and store it."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobWrite:
+    """What a job is built from: ``raw``, its properties as sent, for the job ``name`` of ``collection`` at
+    ``moment`` (``floor``: the operator's retry-interval floor)."""
+
+    collection: JobCollectionRow
+    name: str
+    raw: dict[str, Any]
+    moment: datetime
+    floor: timedelta
+    existing: JobRow | None = None  # the job replaced or patched (changed in place); None: a new one
+    new_series: bool = True  # an existing job's series restarts at ``moment`` (a new job's always starts there)
+    job_count: int | None = None  # the collection's jobs, for a new one (None: counted when stored)
+
+
+def _store(session: Session, write: JobWrite) -> JobRow:
+    """Validate the job against every rule and store it."""
+    existing = write.existing
     before = existing.next_execution_time if existing is not None else None
     claimed = existing is not None and existing.lease_owner is not None
-    if existing is None and job_count is None:
-        job_count = repo.count_jobs(session, collection)
-    job, _ = _build(collection, name, raw, existing, moment, new_series, floor, job_count)
+    if existing is None and write.job_count is None:
+        write = replace(write, job_count=repo.count_jobs(session, write.collection))
+    job, _ = _build(write)
     if existing is None:
         session.add(job)
     session.flush()
@@ -246,30 +257,22 @@ def _store(
     return job
 
 
-def _build(
-    collection: JobCollectionRow,
-    name: str,
-    raw: dict[str, Any],
-    existing: JobRow | None,
-    moment: datetime,
-    new_series: bool,
-    floor: timedelta,
-    job_count: int | None,
-) -> tuple[JobRow, Limits]:
-    """Validate ``raw`` (the job's properties) against every rule (``job_count``: the collection's jobs, for a
-    new one); the job it makes (``existing`` changed, or a new row not yet added) and the collection's limits."""
+def _build(write: JobWrite) -> tuple[JobRow, Limits]:
+    """Validate ``write.raw`` against every rule; the job it makes (``existing`` changed, or a new row not yet
+    added) and the collection's limits."""
+    collection, name, moment, existing = write.collection, write.name, write.moment, write.existing
     if existing is None:
         check_name_length("job", name)
-    raw = merge_patch({}, raw)  # explicit nulls mean "omitted": never stored, never echoed
+    raw = merge_patch({}, write.raw)  # explicit nulls mean "omitted": never stored, never echoed
     raw.pop("status", None)
     size = len(json.dumps(raw, separators=(",", ":")))
     if size > MAX_DEFINITION_BYTES:
         raise TooLarge("job definition", MAX_DEFINITION_BYTES, size)
     properties = read_model(JobDefinitionIn, {"properties": raw}).properties
     use_spec_occurrence_key(raw)  # after validation, whose messages name the key the client sent
-    limits = collection_limits_of(collection, floor)
+    limits = collection_limits_of(collection, write.floor)
     if existing is None:
-        check_job_count(job_count or 0, limits)
+        check_job_count(write.job_count or 0, limits)
     check_definition(properties, limits, moment)
     _add_certificate_details(raw, properties)
     state = properties.state or JobState.Enabled
@@ -288,7 +291,7 @@ def _build(
     job.updated_at = moment
     enabling = existing is not None and existing.state == JobState.Disabled and state == JobState.Enabled
     job.state = state
-    if existing is None or new_series or enabling:
+    if existing is None or write.new_series or enabling:
         job.series_origin = moment
     job.next_execution_time = first_run(properties, job.series_origin) if state == JobState.Enabled else None
     return job, limits

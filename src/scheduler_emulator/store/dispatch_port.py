@@ -32,7 +32,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.domain import recurrence as rec
-from scheduler_emulator.domain.clock import Clock
+from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.domain.due import Skipped, due_occurrence
 from scheduler_emulator.domain.occurrences import Finish, finish_occurrence, is_series_instant
 from scheduler_emulator.domain.states import JobState, OccurrenceOutcome
@@ -63,8 +63,8 @@ class DispatchStore:
     ) -> None:
         self.database = database
         self.owner = owner
-        self.clock = clock or Clock()  # scheduling time (virtual under --clock virtual)
-        self.wall = wall or Clock()  # real time: heartbeats and leases, which a virtual clock must not expire
+        self.clock = clock or WallClock()  # scheduling time (virtual under --clock virtual)
+        self.wall = wall or WallClock()  # real time: heartbeats and leases, which a virtual clock must not expire
         self.history_max_entries = history_max_entries
         self._definitions = _Definitions(definitions_cache)
         postgresql = database.dialect == "postgresql"

@@ -135,11 +135,6 @@ def find_collection_and_job(
     return None if row is None else (row[0], row[1], int(row[2]))
 
 
-def takes_guarded_inserts(session: Session) -> bool:
-    """Whether the store can insert a job under the checks of insert_job_locked_and_commit (PostgreSQL)."""
-    return session.get_bind().dialect.name == "postgresql"
-
-
 # PostgreSQL's version of a row: the transaction that wrote it, changed by every UPDATE (never by a row lock).
 _COLLECTION_VERSION = sql_cast(literal_column("job_collections.xmin"), Text)
 
@@ -154,7 +149,7 @@ def find_collection_job_and_version(
     session: Session, subscription: str, resource_group: str, name: str, job_name: str
 ) -> tuple[JobCollectionRow, JobRow | None, int, str] | None:
     """As find_collection_and_job, with the version of the collection's row for insert_job_locked_and_commit
-    (PostgreSQL only: see takes_guarded_inserts)."""
+    (PostgreSQL only: see store.write_scope)."""
     names = _names(subscription, resource_group, name, job_name)
     row = session.execute(_collection_job_count_and_version(), names).first()
     return None if row is None else (row[0], row[1], int(row[2]), str(row[3]))
@@ -206,7 +201,7 @@ def insert_job_locked_and_commit(
     fewer than ``max_jobs`` jobs. True (``job.id`` set) when inserted; False when one of them no longer holds
     (nothing written; the session's objects are expired, to be read again). Either way the session's
     transaction has ended: what follows runs in a new one.
-    PostgreSQL only (takes_guarded_inserts)."""
+    PostgreSQL only (store.write_scope.PostgresWriteScope)."""
     connection = session.connection()
     sql, convert = _guarded_job_insert_sql(connection.dialect)
     params: dict[str, Any] = {}

@@ -83,7 +83,14 @@ async def create(request: Request, subscription: str, name: str) -> Response:
 
     def work(session: Session) -> None:
         cloud_services.create(
-            session, subscription, name, label or "", description or "", display_location(region or ""), email, moment
+            session,
+            subscription,
+            name,
+            label=label or "",
+            description=description or "",
+            geo_region=display_location(region or ""),
+            email=email,
+            moment=moment,
         )
         accepted(session, request, subscription)
 

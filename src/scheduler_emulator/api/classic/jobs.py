@@ -20,6 +20,7 @@ from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.domain.states import JobState
 from scheduler_emulator.schemas.job import service_spelling
 from scheduler_emulator.service import cloud_services, collections, jobs
+from scheduler_emulator.service.collections import CollectionRef
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 
 # The fields of a classic job a client may send; "id" and "status" (read-only) are dropped, as is the
@@ -60,35 +61,29 @@ async def _definition(request: Request) -> dict[str, Any]:
 
 async def put(request: Request, subscription: str, cloud_service: str, collection_name: str, name: str) -> Response:
     definition = await _definition(request)
-    return await _write(request, subscription, cloud_service, collection_name, name, definition, created_status=201)
+    ref = cloud_services.collection_ref(subscription, cloud_service, collection_name)
+    return await _write(request, ref, name, definition=definition)
 
 
 async def post(request: Request, subscription: str, cloud_service: str, collection_name: str) -> Response:
     """Create with a generated id → exactly 201 (the npm client requires it)."""
     definition = await _definition(request)
     name = uuid.uuid4().hex
-    return await _write(request, subscription, cloud_service, collection_name, name, definition, created_status=201)
-
-
-async def _write(
-    request: Request,
-    subscription: str,
-    cloud_service: str,
-    collection_name: str,
-    name: str,
-    definition: dict[str, Any],
-    created_status: int,
-) -> Response:
-    moment, floor = now(request), retry_floor(request)
     ref = cloud_services.collection_ref(subscription, cloud_service, collection_name)
+    return await _write(request, ref, name, definition=definition)
+
+
+async def _write(request: Request, ref: CollectionRef, name: str, *, definition: dict[str, Any]) -> Response:
+    """Create (201) or replace (200) the job ``name`` from its flat ``definition``."""
+    moment, floor = now(request), retry_floor(request)
 
     def work(session: Session) -> tuple[bool, dict[str, Any]]:
         collection, job, created = jobs.put(session, ref, name, definition, moment, floor)
-        accepted(session, request, subscription)
+        accepted(session, request, ref.subscription_id)
         return created, to_classic(collection, job)
 
     created, body = await in_session(request, work, wake=True)
-    return JSONResponse(body, status_code=created_status if created else 200)
+    return JSONResponse(body, status_code=201 if created else 200)
 
 
 async def get(request: Request, subscription: str, cloud_service: str, collection_name: str, name: str) -> Response:
@@ -110,7 +105,7 @@ async def patch(request: Request, subscription: str, cloud_service: str, collect
 
     def work(session: Session) -> dict[str, Any]:
         collection = collections.get(session, ref)
-        job = jobs.patch(session, collection, name, changes, moment, floor)
+        job = jobs.patch(session, collection, name, changes, moment=moment, floor=floor)
         accepted(session, request, subscription)
         return to_classic(collection, job)
 

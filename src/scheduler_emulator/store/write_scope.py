@@ -1,0 +1,83 @@
+"""What one API write may ask of the store beyond reading and writing rows through its session: to hold a job
+collection's write lock, and (PostgreSQL) to insert a new job under it in one round trip. The API context builds
+the scope around the request's transaction, which it owns; the service sees neither a dialect, a lock's name nor
+a commit. One class per database, chosen by ``write_scope``."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sqlalchemy.orm import Session
+
+from scheduler_emulator.store import repository as repo
+from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.models import JobRow
+
+
+class NamedCollection(Protocol):
+    """Where a job collection lives (service.collections.CollectionRef, or its row)."""
+
+    @property
+    def subscription_id(self) -> str: ...
+
+    @property
+    def resource_group(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+def collection_lock(subscription: str, resource_group: str, name: str) -> str:
+    """The name of a collection's write lock (names compare case-insensitively, as in ARM)."""
+    return f"collection:{subscription.lower()}/{resource_group.lower()}/{name.lower()}"
+
+
+class WriteScope:
+    """SQLite's: one session writes at a time already, so there is no lock to take, and a new job is never
+    inserted before it (``inserts_before_locking`` False)."""
+
+    inserts_before_locking = False
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def lock(self, collection: NamedCollection) -> None:
+        """Hold ``collection``'s write lock until the transaction ends."""
+
+    def insert_if_unchanged(
+        self, job: JobRow, *, collection: NamedCollection, collection_version: str, max_jobs: int
+    ) -> bool:
+        """Only where ``inserts_before_locking``: see PostgresWriteScope."""
+        raise NotImplementedError("this store inserts a new job under its collection's lock, as any write")
+
+
+class PostgresWriteScope(WriteScope):
+    """PostgreSQL's: the lock is an advisory lock held to the end of the transaction; a new job read and
+    validated before it may be inserted by ``insert_if_unchanged``."""
+
+    inserts_before_locking = True
+
+    def __init__(self, session: Session) -> None:
+        super().__init__(session)
+        self._locked: set[str] = set()
+
+    def lock(self, collection: NamedCollection) -> None:
+        key = collection_lock(collection.subscription_id, collection.resource_group, collection.name)
+        if key not in self._locked:
+            repo.lock(self.session, key)
+            self._locked.add(key)
+
+    def insert_if_unchanged(
+        self, job: JobRow, *, collection: NamedCollection, collection_version: str, max_jobs: int
+    ) -> bool:
+        """Take ``collection``'s lock, insert the new ``job`` and end the transaction, in one round trip, if what
+        the job was built from still holds (store.repository.insert_job_locked_and_commit: its name free, the
+        collection still at ``collection_version``, fewer than ``max_jobs`` jobs). True: inserted; False: nothing
+        written. Either way what follows runs in a new transaction, without the lock."""
+        key = collection_lock(collection.subscription_id, collection.resource_group, collection.name)
+        return repo.insert_job_locked_and_commit(self.session, job, collection_version, max_jobs, [key])
+
+
+def write_scope(database: Database, session: Session) -> WriteScope:
+    """The write scope of ``database``'s kind over ``session`` (the caller's transaction; no lock held yet)."""
+    return PostgresWriteScope(session) if database.dialect == "postgresql" else WriteScope(session)
