@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 
 from scheduler_emulator.config import load_settings
-from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.database import Database, hold_migration_lock
 from scheduler_emulator.store.models import Base
 
 config = context.config
@@ -21,6 +21,7 @@ def run_migrations_online() -> None:
         return
     database = Database(load_settings().effective_database_url)
     with database.engine.begin() as own_connection:
+        hold_migration_lock(own_connection)  # as the service does at start (Database.migrate)
         context.configure(connection=own_connection, target_metadata=target_metadata, render_as_batch=True)
         with context.begin_transaction():
             context.run_migrations()

@@ -163,6 +163,7 @@ SLOW_MODULES_FIRST = (
     "tests/api/test_schemathesis.py",
     "tests/e2e/test_firing.py",
     "tests/e2e/test_scale_out.py",
+    "tests/e2e/test_faults.py",
     "tests/e2e/test_dispatcher_settings.py",
     "tests/e2e/test_client_matrix.py",
     "tests/e2e/test_classic_clients.py",

@@ -26,7 +26,7 @@ from scheduler_emulator.dispatcher.loop import Dispatcher
 from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.stepping import ClockStepper
-from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.database import ConnectionBounds, Database
 from scheduler_emulator.store.secrets import SecretBox
 from scheduler_emulator.virtual_clock import VirtualClock
 
@@ -47,6 +47,17 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(100_000, 50, 100)
 
 
+def connection_bounds(settings: Settings) -> ConnectionBounds:
+    """The time bounds of the process's PostgreSQL connections: the flags given, the rest from the lease."""
+    return ConnectionBounds.for_lease(
+        settings.lease_seconds,
+        statement=settings.db_statement_timeout,
+        lock=settings.db_lock_timeout,
+        idle_in_transaction=settings.db_idle_in_transaction_timeout,
+        keepalive=settings.db_keepalive,
+    )
+
+
 async def stop_deployment_runs(runs: set[asyncio.Task[None]]) -> None:
     """Stop the template deployments still running here; each records that the emulator stopped it."""
     for task in list(runs):
@@ -64,7 +75,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        database = Database(settings.effective_database_url, box)
+        database = Database(settings.effective_database_url, box, connection_bounds(settings))
         database.migrate()
         database.prepare_secrets()
         app.state.database = database

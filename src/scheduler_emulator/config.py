@@ -66,6 +66,29 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(
         30.0, gt=0, description="How long a dispatcher's leases outlive its last heartbeat (then others take over)."
     )
+    # Time bounds on every PostgreSQL connection (store.database.ConnectionBounds), by default derived from the
+    # lease: no frozen or cut-off process may hold locks others need for longer than a lease. 0: no bound.
+    db_statement_timeout: float | None = Field(
+        None, ge=0, description="Seconds a PostgreSQL statement may run (0: no bound); default --lease-seconds."
+    )
+    db_lock_timeout: float | None = Field(
+        None,
+        ge=0,
+        description="Seconds a PostgreSQL statement may wait for a lock (0: no bound); default a third of "
+        "--lease-seconds, at least 1.",
+    )
+    db_idle_in_transaction_timeout: float | None = Field(
+        None,
+        ge=0,
+        description="Seconds PostgreSQL lets a session sit idle inside a transaction before ending it, releasing "
+        "its locks (0: no bound); default a third of --lease-seconds, at least 1.",
+    )
+    db_keepalive: float | None = Field(
+        None,
+        ge=0,
+        description="Seconds after which a silent PostgreSQL connection is found dead, at both ends (TCP "
+        "keepalives and tcp_user_timeout; 0: the system's defaults); default half of --lease-seconds, at least 3.",
+    )
     history_max_entries: int = Field(1000, ge=1, description="History entries kept per job.")
     history_max_age_days: float = Field(60.0, gt=0, description="Days a history entry is kept.")
     finished_job_retention_days: float = Field(
@@ -337,6 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--poll-interval", type=float, help=describe("poll_interval"))
     parser.add_argument("--claim-ahead", type=float, help=describe("claim_ahead"))
     parser.add_argument("--lease-seconds", type=float, help=describe("lease_seconds"))
+    for name in ("db_statement_timeout", "db_lock_timeout", "db_idle_in_transaction_timeout", "db_keepalive"):
+        help_text = f"{fields[name].description} Env SCHEDULER_{name.upper()}."
+        parser.add_argument("--" + name.replace("_", "-"), type=float, metavar="SECONDS", help=help_text)
     parser.add_argument("--history-max-entries", type=int, help=describe("history_max_entries"))
     parser.add_argument("--history-max-age-days", type=float, help=describe("history_max_age_days"))
     parser.add_argument("--finished-job-retention-days", type=float, help=describe("finished_job_retention_days"))

@@ -14,6 +14,24 @@ of an API request's CPU):
 - a head not finished within ``max_head_bytes`` is answered 431 and the connection closed;
 - a connection beyond ``max_connections`` is answered 503 and closed at once instead of waiting.
 
+Whether the server can close a connection whose request it has begun (issue 29: a bulk client saw a connection
+closed without an answer, and the server a ``ClientDisconnect`` while reading a body): it closes one only for a
+head or body past its deadline, a head over its cap, or an idle kept-alive connection. Two ways the last two
+could take a client's request with them are closed here:
+
+- a body deadline ran while the server itself was not reading: uvicorn stops reading while a pipelined request
+  waits for the one before it to be answered, so a pipelined request whose body had partly arrived was cut off,
+  with the response under way, whenever that answer took longer than the body timeout. No deadline runs while
+  reading is paused now; it starts when reading resumes (test: test_keep_alive_load.py);
+- the idle timeout went off with the next request already waiting: the loop runs its due timers before it reads
+  its sockets, so a request that had arrived just before the timeout was dropped unread (and the close, with
+  unread bytes, became a reset). The idle close is now put off while a byte waits on the socket.
+
+What remains is inherent to keep-alive (RFC 9112 §9.3.1): a request sent after the server's idle close has left
+is closed unanswered, and clients retry it on a new connection. A client that goes away mid-request is logged at
+info by the API (``api/context.read_body``), not as an error. tests/e2e/test_keep_alive_load.py loads tens of
+thousands of requests over kept-alive connections, pipelined, split, and idling near the timeout.
+
 The parser's callbacks say where a request stands: ``on_message_begin`` (its head is arriving),
 ``on_headers_complete`` (its body), ``on_message_complete`` (all received: the response is under way).
 """
@@ -23,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import select
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -59,6 +78,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._phase: str | None = HEAD  # what the client is sending: HEAD, BODY or nothing (None)
         self._head = b""  # the current head's first max_head_bytes + 4 bytes, while it arrives
         self._head_size = 0
+        self._put_off = 0  # times the idle close was put off since the last response
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -112,7 +132,30 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         self._clear()  # the keep-alive timeout takes over until the next request's first byte
+        self._put_off = 0
         super().on_response_complete()
+        self._watch()  # reading resumed: a pipelined request's body deadline starts now
+
+    def timeout_keep_alive_handler(self) -> None:
+        """Close an idle kept-alive connection, unless a request's bytes wait on its socket: read next, they
+        cancel the close (a few milliseconds later, it is tried again)."""
+        if self.transport.is_closing():
+            return
+        if self._bytes_waiting() and self._put_off < 200:  # bounded: a second at most
+            self._put_off += 1
+            self.timeout_keep_alive_task = self.loop.call_later(0.005, self.timeout_keep_alive_handler)
+            return
+        self.transport.close()
+
+    def _bytes_waiting(self) -> bool:
+        """Whether the client's socket has something to read (bytes, or its end of the connection)."""
+        sock = self.transport.get_extra_info("socket")
+        fileno = sock.fileno() if sock is not None else -1
+        if fileno < 0:
+            return False
+        poller = select.poll()
+        poller.register(fileno, select.POLLIN)
+        return bool(poller.poll(0))
 
     # --
 
@@ -139,6 +182,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             phase = None  # pipelined bytes wait while the current response is under way
         if phase is HEAD and self.timeout_keep_alive_task is not None:
             phase = None  # idle between requests: the keep-alive timeout applies
+        if self.flow is not None and self.flow.read_paused:
+            phase = None  # the server is not reading (a pipelined request waits its turn): nothing to hold against
         if phase is self._deadline_for:
             return
         self._clear()

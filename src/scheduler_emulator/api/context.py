@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.pipeline import DEFAULT_MAX_BODY_BYTES
@@ -42,11 +43,17 @@ async def read_body(request: Request) -> bytes:
     limit = max_body_bytes(request)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise errors.request_too_large("request body", limit, size)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise errors.request_too_large("request body", limit, size)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # The client went away before its whole body arrived (it gave up, or was stopped): nothing to answer, and
+        # nothing wrong here. 499 (nginx's "client closed request") goes to the access log; no one receives it.
+        log.info("client disconnected before sending its whole request body (%s %s)", request.method, request.url.path)
+        raise errors.ArmError(499, "ClientClosedRequest", "The client closed the connection mid-request.") from None
     return b"".join(chunks)
 
 

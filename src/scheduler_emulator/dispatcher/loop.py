@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -21,10 +22,12 @@ from scheduler_emulator.dispatcher.recorder import (
     GATHER_SECONDS,
     VIRTUAL_GATHER_SECONDS,
     BatchRecorder,
+    is_outage,
     patiently,
 )
 from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.domain.states import JobState
+from scheduler_emulator.faults import pause_point
 from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatch_port import DispatchStore
@@ -35,6 +38,11 @@ log = logging.getLogger("scheduler_emulator.dispatcher")
 T = TypeVar("T")
 
 CLAIM_BATCH = 200
+# Seconds the loop waits before it looks again when due jobs exist but none could be claimed: their rows are
+# locked by another transaction (another dispatcher's claim, an API write; a frozen process's until PostgreSQL
+# ends its session). Without it the loop would spin, claiming nothing, for as long as the lock is held.
+LOCKED_RETRY = 0.1
+HEARTBEAT_RETRY = 0.25  # seconds between heartbeats while they fail
 TIMER_RESOLUTION = 0.001  # seconds: the event loop's (uvloop's) timers count whole milliseconds
 
 
@@ -76,11 +84,13 @@ class Dispatcher:
             metrics=metrics,
             stopping=self._stopping,
             on_attempt=self._count_attempt,
+            still_held=self.still_held,
         )
         self._sleeping_until: datetime | None = None  # when the loop next looks for due work by itself
         self._noted: datetime | None = None  # the earliest ``not_before`` of wake-ups during the current cycle
         self._wakeups: PostgresWakeups | None = None
         self.lease = timedelta(seconds=settings.lease_seconds)
+        self._half_lease = settings.lease_seconds / 2
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._renewal: asyncio.Task[None] | None = None
@@ -94,6 +104,14 @@ class Dispatcher:
         self._waiting: dict[int, tuple[asyncio.TimerHandle, Claim]] = {}
         self._generation = 0
         self._next_housekeeping: datetime | None = None
+        # Leases after a pause: when the last heartbeat that went through began (monotonic and wall time; either
+        # may stand still through a frozen VM). Older than half a lease, the leases may have run out meanwhile
+        # and been taken over: every claim is confirmed (``still_held``) before it fires again.
+        self._beat_monotonic: float | None = None
+        self._beat_wall: float | None = None
+        self._confirming = asyncio.Lock()
+        self._lost: set[int] = set()  # occurrence ids taken over by another dispatcher: never fired here
+        self._active: dict[int, Claim] = {}  # occurrences started here and not finished, by id
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -181,6 +199,8 @@ class Dispatcher:
                 generation = self._generation
                 self.metrics.cycles.inc()
                 claims = await self._db(partial(self.store.claim_due, now, CLAIM_BATCH, now + self.ahead))
+                if claims:
+                    pause_point("claimed")  # fault tests: frozen between a claim and its fires
                 soon = self.clock.now()
                 for claim in claims:
                     if claim.expected_time > soon:  # claimed ahead: started at its time
@@ -194,13 +214,20 @@ class Dispatcher:
                 delay = poll.total_seconds()
                 if wake_at is not None:
                     delay = min(delay, max(0.0, (wake_at - self.clock.now()).total_seconds()))
+                    if delay <= 0 and not claims:  # due but locked elsewhere: look again shortly, not at once
+                        delay = min(poll.total_seconds(), LOCKED_RETRY)
                 self._sleeping_until = self.clock.now() + timedelta(seconds=delay)
                 if self._noted is not None and self._noted - half_ahead < self._sleeping_until:
                     delay = 0.0  # a job made due meanwhile needs a look before the one planned
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("dispatcher cycle failed; retrying")
+            except Exception as exc:
+                if is_outage(exc):
+                    # The database went away, or ended this session (idle inside the claim's transaction past
+                    # its bound while this process was frozen): nothing was claimed, nothing being committed.
+                    log.warning("dispatcher cycle failed (%s); retrying", str(exc).splitlines()[0])
+                else:
+                    log.exception("dispatcher cycle failed; retrying")
                 delay = min(poll.total_seconds(), 1.0)
             if delay > 0:
                 with contextlib.suppress(TimeoutError):
@@ -260,10 +287,18 @@ class Dispatcher:
     def _start(self, claim: Claim, generation: int, waited: bool) -> None:
         task = asyncio.create_task(self._run_occurrence(claim, generation, waited))
         self._running.add(task)
+        self._active[claim.occurrence_id] = claim
         task.add_done_callback(self._running.discard)
+        task.add_done_callback(lambda _: self._finished(claim.occurrence_id))
+
+    def _finished(self, occurrence_id: int) -> None:
+        self._active.pop(occurrence_id, None)
+        self._lost.discard(occurrence_id)
 
     async def _run_occurrence(self, claim: Claim, generation: int, waited: bool) -> None:
         """Run one occurrence due now; ``waited``: it was claimed ahead, so its job may have changed since."""
+        if not await self.still_held(claim):
+            return  # taken over by another dispatcher while this process was frozen
         if waited and generation != self._generation and not await self._still_current(claim):
             return  # its job changed while it waited
         self.metrics.occurrences.inc()
@@ -272,7 +307,7 @@ class Dispatcher:
         try:
             finish = await self.runner.run(claim)
         except (asyncio.CancelledError, Released):
-            pass  # stopping: the lease is handed back by stop()
+            pass  # stopping: the lease is handed back by stop(); or taken over by another dispatcher
         except Exception:
             log.exception("occurrence of job %s/%s failed unexpectedly", claim.collection_name, claim.job_name)
         else:
@@ -303,19 +338,78 @@ class Dispatcher:
         return False
 
     async def _beat(self) -> None:
-        now = self.wall.now()
+        if self._beat_monotonic is not None and not self._leases_sure():
+            async with self._confirming:  # a pause may have cost the leases: renewing them blindly would fire twice
+                await self._confirm()
+            return
+        started, wall, now = time.monotonic(), time.time(), self.wall.now()
         await self._db(lambda: self.store.heartbeat(now, now + self.lease))
+        self._beat_monotonic, self._beat_wall = started, wall
+
+    def _leases_sure(self) -> bool:
+        """Whether the last heartbeat is recent enough that no other dispatcher can have taken a lease over."""
+        if self._beat_monotonic is None or self._beat_wall is None:
+            return False
+        age = max(time.monotonic() - self._beat_monotonic, time.time() - self._beat_wall)
+        return age < self._half_lease
+
+    async def still_held(self, claim: Claim) -> bool:
+        """Whether ``claim`` may fire (or retry) now: always, unless this process missed its heartbeats (frozen,
+        or cut off from the database) long enough for its leases to run out — then what it holds is confirmed
+        in the database first, and an occurrence another dispatcher took over meanwhile is not fired here."""
+        if claim.occurrence_id in self._lost:
+            return False
+        if not self._leases_sure():
+            async with self._confirming:
+                if not self._leases_sure():  # another occurrence's confirmation may have just been done
+                    await self._confirm()
+        return claim.occurrence_id not in self._lost
+
+    async def _confirm(self) -> None:
+        """Renew the heartbeat and find which of the occurrences waiting or running here are still this
+        dispatcher's; the others are marked lost (skipped when their turn comes). If the database cannot
+        answer, they fire as claimed (at-least-once), and the next one asks again."""
+        held_here = {claim.occurrence_id for _, claim in self._waiting.values()} | set(self._active)
+        started, wall, now = time.monotonic(), time.time(), self.wall.now()
+        try:
+            held = await self._db(lambda: self.store.confirm_held(sorted(held_here), now, now + self.lease))
+        except Exception as exc:  # noqa: BLE001 - cannot tell: fire as claimed
+            log.warning("could not confirm this dispatcher's leases (%s)", str(exc).splitlines()[0])
+            return
+        lost = held_here - held
+        if lost:
+            paused = time.monotonic() - self._beat_monotonic if self._beat_monotonic is not None else 0.0
+            log.warning(
+                "this dispatcher missed its heartbeats for %.1f s (lease %g s): %d occurrence(s) it had claimed "
+                "were taken over by another dispatcher meanwhile and are not fired here",
+                paused,
+                self.lease.total_seconds(),
+                len(lost),
+            )
+        self._lost |= lost
+        for occurrence_id in lost:  # not waiting any more: when their timer goes off, nothing is done
+            waiting = self._waiting.pop(occurrence_id, None)
+            if waiting is not None:
+                waiting[0].cancel()
+                self._lost.discard(occurrence_id)
+        self._beat_monotonic, self._beat_wall = started, wall
 
     async def _heartbeat(self) -> None:
         """Keep this process registered as alive; that keeps every lease it holds, whatever their number,
         with one single-row UPDATE a third of a lease apart."""
         interval = self.lease.total_seconds() / 3
+        pause = interval
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(pause)
             try:
                 await self._beat()
-            except Exception as exc:  # noqa: BLE001 - the next beat tries again
+                pause = interval
+            except Exception as exc:  # noqa: BLE001 - the next beat tries again, soon
                 log.warning("dispatcher heartbeat failed: %s", str(exc).splitlines()[0])
+                # The database is away (a restart, a failover): beat again as soon as it is back, not a third of
+                # a lease later, or the leases could run out just after the outage while this process lives and
+                # its occurrences in flight would be taken over and fired twice.
+                pause = min(interval, HEARTBEAT_RETRY)
 
     # -- retention --------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -35,7 +35,8 @@ LIMITS_CACHE = 1000  # distinct (plan, quota) pairs kept; a process rarely sees 
 
 
 class Released(Exception):
-    """An occurrence given up by a stopping dispatcher (its lease is handed back for another to resume)."""
+    """An occurrence given up by a stopping dispatcher (its lease is handed back for another to resume), or
+    found taken over by another dispatcher (this one was frozen past its lease)."""
 
 
 class OccurrenceRunner:
@@ -51,7 +52,10 @@ class OccurrenceRunner:
         metrics: Metrics,
         stopping: asyncio.Event,
         on_attempt: Callable[[bool], None] | None = None,
+        still_held: Callable[[Claim], Awaitable[bool]] | None = None,
     ) -> None:
+        """``still_held(claim)``: whether the occurrence is still this dispatcher's, asked before each retry (a
+        process frozen while it waited may have lost it to another dispatcher: it then stops, as Released)."""
         self.recorder = recorder
         self.clock = clock
         self.settings = settings
@@ -59,6 +63,7 @@ class OccurrenceRunner:
         self.metrics = metrics
         self.stopping = stopping
         self.on_attempt = on_attempt
+        self.still_held = still_held
         self._limits: dict[tuple[str, str], Limits] = {}
         self._attempt_counters: dict[tuple[str, str, str], Any] = {}
 
@@ -123,6 +128,8 @@ class OccurrenceRunner:
         for retry in range(plan.retries + 1):
             if retry:
                 await self._wait_to_retry(plan.interval.total_seconds())
+                if self.still_held is not None and not await self.still_held(claim):
+                    raise Released  # taken over meanwhile: the other dispatcher runs it from here
             context = FireContext(
                 execution_tag=execution_tag,
                 client_request_id=_request_id(),

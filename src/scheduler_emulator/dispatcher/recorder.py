@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from scheduler_emulator.store.dispatch_records import Write
@@ -26,6 +26,15 @@ VIRTUAL_GATHER_SECONDS = 0.005
 MAX_BATCH = 500
 
 WriteBatch = Callable[[Sequence[Write]], Sequence[Any]]
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database's state rather than the write's fault: unreachable, restarting, refusing
+    connections, a pool with none to spare, or a session the server ended (e.g. idle inside a transaction past
+    its bound while this process was frozen: psycopg reports that one as an InternalError)."""
+    if isinstance(exc, OperationalError | PoolTimeout):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
 
 
 class BatchRecorder:
@@ -76,18 +85,16 @@ class BatchRecorder:
     def _run(self, items: list[Write]) -> list[tuple[bool, Any]]:
         try:
             return [(True, value) for value in self._write(items)]
-        except (OperationalError, PoolTimeout):
-            raise
-        except Exception:
-            if len(items) == 1:
+        except Exception as exc:
+            if len(items) == 1 or is_outage(exc):
                 raise
         outcomes: list[tuple[bool, Any]] = []
         for item in items:  # one of them is bad: find it, keep the rest
             try:
                 outcomes.append((True, self._write([item])[0]))
-            except (OperationalError, PoolTimeout):
-                raise
             except Exception as exc:  # noqa: BLE001 - handed to that caller
+                if is_outage(exc):
+                    raise
                 outcomes.append((False, exc))
         return outcomes
 
@@ -102,10 +109,10 @@ async def patiently(write: Callable[[], Any], stopping: asyncio.Event) -> Any:
     while True:
         try:
             return await write()
-        except (OperationalError, PoolTimeout):
-            if waited >= OUTAGE_PATIENCE or stopping.is_set():
+        except Exception as exc:
+            if not is_outage(exc) or waited >= OUTAGE_PATIENCE or stopping.is_set():
                 raise
             log.warning("database unavailable while recording; retrying in %.1f s", pause)
             await asyncio.sleep(pause)
             waited += pause
-            pause = min(pause * 2, 5.0)
+            pause = min(pause * 2, 1.0)  # recorded within a second of the database's return

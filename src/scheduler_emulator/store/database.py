@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import JSON, Engine, Table, create_engine, event, insert, select, text, type_coerce, update
+from sqlalchemy import JSON, Connection, Engine, Table, create_engine, event, insert, select, text, type_coerce, update
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
@@ -53,11 +56,109 @@ def _ping_when_idle(engine: Engine) -> None:
                 raise DisconnectionError(str(exc)) from exc
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionBounds:
+    """Time bounds set on every PostgreSQL connection a process opens, in seconds (0: none), so that no process,
+    frozen (SIGSTOP, a paused VM) or cut off (a network partition), holds row or advisory locks for longer than
+    a lease: PostgreSQL ends a session left idle inside a transaction (``idle_in_transaction_session_timeout``),
+    a wait for a lock (``lock_timeout``) and a statement (``statement_timeout``) past their bound, and both ends
+    probe a silent connection with TCP keepalives (and ``tcp_user_timeout`` for unacknowledged data), so a dead
+    peer is noticed within ``keepalive`` seconds instead of the system's two hours. Set at connection start (no
+    round trip per transaction). Migrations lift the three timeouts for their own transaction."""
+
+    statement: float
+    lock: float
+    idle_in_transaction: float
+    keepalive: float
+
+    @classmethod
+    def for_lease(
+        cls,
+        lease: float,
+        *,
+        statement: float | None = None,
+        lock: float | None = None,
+        idle_in_transaction: float | None = None,
+        keepalive: float | None = None,
+    ) -> ConnectionBounds:
+        """The bounds for dispatchers whose leases last ``lease`` seconds; each one given (not None) wins. Defaults:
+        a statement may run one lease; a lock wait and an idle transaction end after a third of one (at least
+        1 s), so that a frozen process's claim is released well within the lease others wait for before they
+        take over; a dead peer is noticed within half a lease (at least 3 s)."""
+        third = max(1.0, lease / 3)
+        return cls(
+            statement=lease if statement is None else statement,
+            lock=third if lock is None else lock,
+            idle_in_transaction=third if idle_in_transaction is None else idle_in_transaction,
+            keepalive=max(3.0, lease / 2) if keepalive is None else keepalive,
+        )
+
+    def server_options(self) -> str:
+        """libpq's ``options``: the server-side settings of the session."""
+        settings = {
+            "statement_timeout": _milliseconds(self.statement),
+            "lock_timeout": _milliseconds(self.lock),
+            "idle_in_transaction_session_timeout": _milliseconds(self.idle_in_transaction),
+        }
+        if self.keepalive > 0:
+            idle, interval, count = self._probes()
+            settings.update(
+                tcp_keepalives_idle=idle,
+                tcp_keepalives_interval=interval,
+                tcp_keepalives_count=count,
+                tcp_user_timeout=_milliseconds(self.keepalive),
+            )
+        return " ".join(f"-c {name}={value}" for name, value in settings.items())
+
+    def client_parameters(self) -> dict[str, int]:
+        """libpq's keepalive parameters for the client's end of the connection."""
+        if self.keepalive <= 0:
+            return {}
+        idle, interval, count = self._probes()
+        return {
+            "keepalives": 1,
+            "keepalives_idle": idle,
+            "keepalives_interval": interval,
+            "keepalives_count": count,
+            "tcp_user_timeout": _milliseconds(self.keepalive),
+        }
+
+    def _probes(self) -> tuple[int, int, int]:
+        """(idle, interval, count) in whole seconds: silent for half of ``keepalive``, then three probes over the
+        other half."""
+        idle = max(1, math.floor(self.keepalive / 2))
+        interval = max(1, math.floor((self.keepalive - idle) / 3))
+        return idle, interval, 3
+
+
+def _milliseconds(seconds: float) -> int:
+    return max(0, round(seconds * 1000))
+
+
+MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('scheduler-emulator:migrations'))"
+
+
+def hold_migration_lock(connection: Connection) -> None:
+    """On PostgreSQL, take the migrations' advisory lock for the rest of ``connection``'s transaction (the upgrade
+    and its commit), waiting as long as another process holds it, and lift this session's time bounds for that
+    transaction: a migration (and a wait for another's) may take longer than a dispatcher's statement. Without
+    the lock, processes started together on an empty database each ran ``CREATE TABLE alembic_version`` and all
+    but one crashed on PostgreSQL's unique index of type names (issue 29). Elsewhere (SQLite: one process) a
+    no-op."""
+    if connection.dialect.name != "postgresql":
+        return
+    for name in ("lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout"):
+        connection.exec_driver_sql(f"SET LOCAL {name} = 0")
+    connection.exec_driver_sql(MIGRATION_LOCK)
+
+
 class Database:
     """Owns the engine and hands out sessions; applies migrations with :meth:`migrate`."""
 
-    def __init__(self, url: str, secret_box: SecretBox | None = None) -> None:
+    def __init__(self, url: str, secret_box: SecretBox | None = None, bounds: ConnectionBounds | None = None) -> None:
+        """``bounds``: time bounds for PostgreSQL connections (see ConnectionBounds); None: the server's own."""
         self.url = url
+        self.bounds = bounds
         self.secret_box = secret_box
         self.dialect = url.split(":", 1)[0].split("+", 1)[0]
         kwargs: dict[str, Any] = {}
@@ -73,7 +174,13 @@ class Database:
                 Path(url.removeprefix("sqlite:///")).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         elif self.dialect == "postgresql":
             url = url.replace("postgresql://", "postgresql+psycopg://", 1) if "+" not in url.split(":")[0] else url
-            kwargs.update(pool_size=10, max_overflow=20, pool_timeout=10, connect_args={"connect_timeout": 5})
+            connect_args: dict[str, Any] = {"connect_timeout": 5}
+            if bounds is not None:
+                connect_args.update(bounds.client_parameters())
+                given = make_url(url).query.get("options")  # the operator's own (in the URL) come last: they win
+                own = bounds.server_options()
+                connect_args["options"] = f"{own} {given}" if isinstance(given, str) and given else own
+            kwargs.update(pool_size=10, max_overflow=20, pool_timeout=10, connect_args=connect_args)
         # hide_parameters: a failed statement's error (logged) never shows its values: job definitions, secrets.
         self.engine: Engine = create_engine(url, hide_parameters=True, **kwargs)
         # Read by the definition column's type (store.models.SealedJSON); without a box, secrets pass as they are.
@@ -91,10 +198,13 @@ class Database:
             yield session
 
     def migrate(self) -> None:
-        """Bring the schema to the newest Alembic revision."""
+        """Bring the schema to the newest Alembic revision. On PostgreSQL the whole upgrade holds one
+        advisory lock (see hold_migration_lock): processes started together on an empty database take turns,
+        the first creates the schema and the others find it at the newest revision."""
         config = Config()
         config.set_main_option("script_location", str(migrations_dir()))
         with self._lock or nullcontext(), self.engine.begin() as connection:
+            hold_migration_lock(connection)
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.domain import recurrence as rec
@@ -35,6 +36,7 @@ from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.domain.due import Skipped, due_occurrence
 from scheduler_emulator.domain.occurrences import Finish, finish_occurrence, is_series_instant
 from scheduler_emulator.domain.states import JobState, OccurrenceOutcome
+from scheduler_emulator.faults import pause_point
 from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties
 from scheduler_emulator.store import dispatching as sql
 from scheduler_emulator.store.database import Database
@@ -87,7 +89,10 @@ class DispatchStore:
             decisions: list[_Decision] = []
             set_aside: list[dict[str, Any]] = []
             alive_at = self.wall.now()
-            for row in sql.due_jobs(session, now, limit, self.skip_locked, self.owner, until, alive_at):
+            rows = sql.due_jobs(session, now, limit, self.skip_locked, self.owner, until, alive_at)
+            if rows:
+                pause_point("claim-locked")  # fault tests: frozen while holding the rows' locks
+            for row in rows:
                 try:
                     decision = self._decide(session, row, now, until)
                 except ValueError as exc:  # pydantic's ValidationError included
@@ -295,6 +300,12 @@ class DispatchStore:
     def _abandon(self, session: Session, claims: Sequence[Claim]) -> None:
         if not claims:
             return
+        # Only what is still this owner's: an occurrence another dispatcher took over (this one was frozen past
+        # its lease) is that one's to finish, and its job's schedule is not moved back.
+        held = sql.held_occurrences(session, self.owner, [c.occurrence_id for c in claims], lock=self.skip_locked)
+        claims = [c for c in claims if c.occurrence_id in held]
+        if not claims:
+            return
         sql.delete_occurrences(session, [c.occurrence_id for c in claims])
         jobs = sql.jobs_to_restore(session, [c.job_id for c in claims])
         restores = []
@@ -388,6 +399,15 @@ class DispatchStore:
         with self.database.session() as session:
             sql.heartbeat(session, self.owner, now, until)
 
+    def confirm_held(self, occurrence_ids: Sequence[int], now: datetime, until: datetime) -> set[int]:
+        """After this owner may have missed heartbeats (its process was frozen, or cut off from the database):
+        register it as alive until ``until`` again and return which of ``occurrence_ids`` it still runs, in one
+        transaction. The others were taken over by another dispatcher meanwhile (or finished by it): this one
+        must not fire them, nor write anything for them."""
+        with self.database.session() as session:
+            sql.heartbeat(session, self.owner, now, until)
+            return sql.held_occurrences(session, self.owner, occurrence_ids, lock=self.skip_locked)
+
     def sign_off(self) -> None:
         """Forget this owner: the leases it still holds are abandoned at once (another dispatcher, or this
         one's next start, takes their occurrences over)."""
@@ -411,7 +431,15 @@ class DispatchStore:
     def wakeups(self, on_wake: Callable[[datetime | None], None]) -> PostgresWakeups | None:
         """A listener calling ``on_wake`` whenever another process announces a change (PostgreSQL's LISTEN);
         None where the database cannot announce (SQLite: its one process wakes its dispatcher in-process)."""
-        return PostgresWakeups(self.database.url, on_wake) if self.listens else None
+        if not self.listens:
+            return None
+        bounds = self.database.bounds
+        parameters: dict[str, Any] = {}
+        if bounds is not None:  # a listener cut off by a partition is noticed, and replaced, as fast as the rest
+            given = make_url(self.database.url).query.get("options")  # the operator's (in the URL) win
+            options = f"{bounds.server_options()} {given}" if isinstance(given, str) and given else None
+            parameters = {**bounds.client_parameters(), "options": options or bounds.server_options()}
+        return PostgresWakeups(self.database.url, on_wake, parameters)
 
     # -- housekeeping ---------------------------------------------------------------------------------
 

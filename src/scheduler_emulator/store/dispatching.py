@@ -611,6 +611,29 @@ def heartbeat(session: Session, owner: str, now: datetime, until: datetime) -> N
         session.add(DispatcherRow(owner=owner, started_at=now, expires_at=until))
 
 
+def held_occurrences(session: Session, owner: str, occurrence_ids: Sequence[int], lock: bool) -> set[int]:
+    """Which of ``occurrence_ids`` ``owner`` still runs: the occurrence is unfinished and still its own, and so is
+    its job's lease (another dispatcher that took the job over after ``owner``'s heartbeat ran out owns both).
+    ``lock``: lock those jobs until the transaction ends (PostgreSQL), so that a takeover under way is waited for
+    and seen rather than raced."""
+    if not occurrence_ids:
+        return set()
+    query = (
+        select(OCCURRENCES.c.id)
+        .join_from(OCCURRENCES, JOBS, JOBS.c.id == OCCURRENCES.c.job_id)
+        .where(
+            OCCURRENCES.c.id.in_(list(occurrence_ids)),
+            OCCURRENCES.c.owner == owner,
+            OCCURRENCES.c.finished_at.is_(None),
+            JOBS.c.lease_owner == owner,
+        )
+        .order_by(JOBS.c.id)
+    )
+    if lock:
+        query = query.with_for_update(of=JOBS)
+    return set(session.scalars(query))
+
+
 def record_attempt(
     session: Session, job_id: int, entry: dict[str, Any], counts_as_execution: bool, failed: bool
 ) -> bool:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any
 
 import psycopg
 from sqlalchemy.engine import make_url
@@ -22,9 +23,16 @@ class PostgresWakeups:
     the notification says (dispatching.announce_change), else None; reconnects (after a pause) when the
     connection is lost."""
 
-    def __init__(self, database_url: str, on_wake: Callable[[datetime | None], None]) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        on_wake: Callable[[datetime | None], None],
+        parameters: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``parameters``: further libpq connection parameters (keepalives, server options)."""
         url = make_url(database_url).set(drivername="postgresql")
         self.conninfo = url.render_as_string(hide_password=False)
+        self.parameters = dict(parameters or {})
         self.on_wake = on_wake
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
@@ -43,7 +51,7 @@ class PostgresWakeups:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                    self.conninfo, autocommit=True, connect_timeout=5
+                    self.conninfo, autocommit=True, connect_timeout=5, **self.parameters
                 ) as connection:
                     await connection.execute(f"LISTEN {WAKE_CHANNEL}")
                     self.connected.set()

@@ -1,0 +1,33 @@
+"""Named pause points for fault tests: a process started with ``SCHEDULER_TEST_PAUSE_AT=NAME[,NAME...]`` stops
+itself (SIGSTOP) the first time it reaches each named point, after printing ``test pause at NAME (pid N)``, so
+that a test can freeze it at an exact moment — inside a claim's transaction, just after a claim — instead of
+racing a ``kill -STOP`` against it; the test resumes it with SIGCONT. Unset (always, outside tests), a point
+costs one truth test. The points:
+
+- ``claim-locked``: a dispatcher's claim transaction has selected and locked its due jobs, not committed yet;
+- ``claimed``: a dispatcher's claim is committed and none of its occurrences has fired yet.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+_ARMED = {name.strip() for name in os.environ.get("SCHEDULER_TEST_PAUSE_AT", "").split(",") if name.strip()}
+_lock = threading.Lock()
+
+
+def pause_point(name: str) -> None:
+    """Stop this process here, once, when a test armed ``name``; otherwise do nothing."""
+    if not _ARMED:
+        return
+    with _lock:
+        if name not in _ARMED:
+            return
+        _ARMED.discard(name)
+    print(f"test pause at {name} (pid {os.getpid()})", file=sys.stdout, flush=True)
+    stop = getattr(signal, "SIGSTOP", None)
+    if stop is not None:
+        os.kill(os.getpid(), stop)
