@@ -219,7 +219,7 @@ def configure_logging(level: str, form: str) -> None:
     root.setLevel(level.upper())
     # What a record carries that no line of ours shows (logging HOWTO, "Optimization"): the caller's file and
     # line (a walk up the stack per record), the thread's and the process's names.
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
