@@ -7,6 +7,7 @@ import copy
 import io
 import json
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -158,3 +159,47 @@ def test_nothing_queued_is_lost_when_the_process_ends(how: str, tmp_path: Path) 
         assert done.returncode == 0 and json.loads(lines[-1])["message"] == "last"
     else:
         assert done.returncode == -15
+
+
+_SAYING = """
+import logging, sys, threading
+from scheduler_emulator.logs import configure_logging, say
+configure_logging("info", "json")
+log = logging.getLogger("scheduler_emulator.test")
+stop = threading.Event()
+def chatter():
+    for i in range(200000):  # bounded; ends once the main thread has said its lines
+        if stop.is_set():
+            return
+        log.info("line %d", i)
+worker = threading.Thread(target=chatter)
+worker.start()
+for i in range(3000):
+    say(f"Listening on http://127.0.0.1:{40000 + i}")
+stop.set()
+worker.join()
+"""
+
+
+def test_start_up_lines_stay_whole_beside_the_log_writer_on_one_pipe(tmp_path: Path) -> None:
+    # As the test kit and compose read the server: stdout and stderr on one unbuffered pipe, the log writer's
+    # thread writing its batches while the main thread announces its port. A line cut by a batch of log lines
+    # broke the kit's port parsing (seen once in CI: port '42179{"time":'); with print() this test fails.
+    script = tmp_path / "saying.py"
+    script.write_text(_SAYING)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    lines = done.stdout.splitlines()
+    said = [line for line in lines if "Listening on" in line]
+    assert said == [f"Listening on http://127.0.0.1:{40000 + i}" for i in range(3000)], [
+        line for line in said if not line.startswith("Listening on") or "{" in line
+    ][:5]
+    assert all(json.loads(line) for line in lines if "Listening on" not in line)

@@ -14,7 +14,7 @@ from scheduler_emulator.app import create_app
 from scheduler_emulator.at_rest import make_files_private, secret_key, secure_data_dir
 from scheduler_emulator.config import ConfigError, Settings, settings_from_args
 from scheduler_emulator.connections import guarded_protocol
-from scheduler_emulator.logs import configure_logging, stop_background_logging
+from scheduler_emulator.logs import configure_logging, say, stop_background_logging
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.secrets import SecretBox, SecretKeyMismatch
 from scheduler_emulator.tls import self_signed_certificate
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         settings = settings_from_args(argv)
     except ConfigError as exc:
-        print(f"scheduler-emulator: error: {exc}", file=sys.stderr)
+        say(f"scheduler-emulator: error: {exc}", sys.stderr)
         raise SystemExit(2) from None
     serve(settings)
 
@@ -60,27 +60,26 @@ def serve(settings: Settings) -> None:
             cert, key = settings.cert, settings.key
             for path in (cert, key):
                 if not path.is_file():
-                    print(f"scheduler-emulator: error: {path} does not exist", file=sys.stderr)
+                    say(f"scheduler-emulator: error: {path} does not exist", sys.stderr)
                     raise SystemExit(2)
         else:
             cert, key = self_signed_certificate(settings.data_dir / "tls", settings.host)
-            print(f"HTTPS certificate (self-signed; trust it in your client): {cert.resolve()}", flush=True)
+            say(f"HTTPS certificate (self-signed; trust it in your client): {cert.resolve()}")
         ssl = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
     scheme = "https" if settings.https else "http"
     store = "in memory" if settings.in_memory else settings.effective_database_url.split("@")[-1]
-    print(f"azure-scheduler-emulator {__version__}: store {store}", flush=True)
+    say(f"azure-scheduler-emulator {__version__}: store {store}")
     if settings.auth_mode == "none" and not is_loopback(settings.host):
-        print(
+        say(
             f"WARNING: listening on {settings.host} (not loopback) with no inbound authentication: anyone who can "
             "reach the port can create jobs. Set --auth-token or --auth-jwks (README, 'Running it exposed').",
-            file=sys.stderr,
-            flush=True,
+            sys.stderr,
         )
     try:
         app = create_app(settings)
         check_secret_key(settings)
     except ConfigError as exc:
-        print(f"scheduler-emulator: error: {exc}", file=sys.stderr)
+        say(f"scheduler-emulator: error: {exc}", sys.stderr)
         raise SystemExit(2) from None
     config = uvicorn.Config(
         app,
@@ -104,7 +103,7 @@ def serve(settings: Settings) -> None:
             for sock in listener.sockets:
                 host, port = sock.getsockname()[:2]
                 shown = f"[{host}]" if ":" in host else host
-                print(f"Listening on {scheme}://{shown}:{port}", flush=True)
+                say(f"Listening on {scheme}://{shown}:{port}")
 
     server.startup = startup  # type: ignore[method-assign]
     original_capture_signals = server.capture_signals

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
+
+from scheduler_emulator.logs import say
 
 _ARMED = {name.strip() for name in os.environ.get("SCHEDULER_TEST_PAUSE_AT", "").split(",") if name.strip()}
 _lock = threading.Lock()
@@ -27,7 +28,7 @@ def pause_point(name: str) -> None:
         if name not in _ARMED:
             return
         _ARMED.discard(name)
-    print(f"test pause at {name} (pid {os.getpid()})", file=sys.stdout, flush=True)
+    say(f"test pause at {name} (pid {os.getpid()})")
     stop = getattr(signal, "SIGSTOP", None)
     if stop is not None:
         os.kill(os.getpid(), stop)

@@ -81,6 +81,10 @@ class _Flush:
 
 
 _STOP = object()
+# Held while the log writer or ``say`` writes: when a supervisor reads stdout and stderr on one pipe (the test
+# kit, compose), a write longer than the pipe's atomic size (4 KiB) can be split by another thread's write, and a
+# start-up line ("Listening on …") landing inside a batch of log lines broke the line a reader parses.
+OUTPUT_LOCK = threading.Lock()
 GATHER_SECONDS = 0.02  # the writer wakes at most this often under load, writing what gathered meanwhile
 
 
@@ -163,8 +167,9 @@ class BackgroundHandler(logging.Handler):
             except Exception:  # noqa: BLE001 - as logging.StreamHandler: report, go on
                 self.handleError(record)
         try:
-            self.stream.write("".join(lines))
-            self.stream.flush()
+            with OUTPUT_LOCK:
+                self.stream.write("".join(lines))
+                self.stream.flush()
         except (OSError, ValueError):  # the stream is gone (closed pipe): nothing more can be written
             pass
 
@@ -231,3 +236,13 @@ def configure_logging(level: str, form: str) -> None:
     logging.getLogger("uvicorn.access").disabled = True
     for noisy in ("aiohttp", "azure", "uamqp", "alembic.runtime.migration"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+def say(text: str, stream: TextIO | None = None) -> None:
+    """Write ``text`` and its newline as one line that no log batch can split, then flush (standard output by
+    default). ``print`` writes the text and the newline separately, and the log writer's thread may write between
+    them or around them when both streams go to one pipe (see ``OUTPUT_LOCK``)."""
+    out = stream if stream is not None else sys.stdout
+    with OUTPUT_LOCK:
+        out.write(text + "\n")
+        out.flush()

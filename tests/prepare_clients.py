@@ -1,0 +1,46 @@
+"""Create the client environments the suite drives (the older official SDKs of tests/sdk_envs.py and the Azure
+CLI of tests/azure_cli.py) before pytest starts, all at once, so that their first install (the CLI alone takes
+75-170 s) is not paid inside the suite's time. Run by `make test`; idempotent (a ready environment is reused).
+A failure is only reported here: the tests that need the environment fail in CI (or skip locally) naming it."""
+
+from __future__ import annotations
+
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import azure_cli  # noqa: E402 - after the path above
+import sdk_envs  # noqa: E402
+
+
+def main() -> int:
+    began = time.monotonic()
+    jobs = {f"client {version}": (sdk_envs._create, version) for version in sdk_envs.REQUIREMENTS}
+    jobs[f"azure-cli {azure_cli.AZURE_CLI_VERSION}"] = (
+        lambda _: sdk_envs.create_env(
+            f"azure-cli-{azure_cli.AZURE_CLI_VERSION}", azure_cli.REQUIREMENTS, azure_cli.ROOT
+        ),
+        None,
+    )
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = {name: pool.submit(function, argument) for name, (function, argument) in jobs.items()}
+    problems = []
+    for name, future in futures.items():
+        try:
+            future.result()
+        except (RuntimeError, OSError) as exc:
+            problems.append(f"{name}: {exc}")
+    for problem in problems:
+        print(f"prepare_clients: could not create {problem}", file=sys.stderr)
+    print(
+        f"prepare_clients: {len(jobs) - len(problems)} of {len(jobs)} client environments ready "
+        f"({time.monotonic() - began:.0f} s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
