@@ -24,7 +24,6 @@ from scheduler_emulator.service.overview import AttemptCounts
 from scheduler_emulator.store import overview as queries
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
-from scheduler_emulator.virtual_clock import VirtualClock
 
 router = APIRouter(prefix="/_emulator/dashboard")
 
@@ -53,7 +52,7 @@ async def overview(request: Request) -> Response:
     """Totals by job state, main-action tries per slot over the last hour and day (succeeded, failed), the
     next runs of every collection, and the jobs failing now with their last message."""
     moment = now(request)
-    virtual = isinstance(request.app.state.clock, VirtualClock)
+    virtual = request.app.state.settings.clock == "virtual"
     tally = _attempt_counts(request)
 
     def work(session: Session) -> dict[str, Any]:
