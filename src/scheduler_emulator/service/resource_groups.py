@@ -81,16 +81,15 @@ def list_all(session: Session, subscription: str) -> list[ResourceGroup]:
     known = {group.name.lower() for group in groups}
     for name, location in store.implicit_groups(session, subscription):
         if name.lower() not in known:
-            groups.append(
-                ResourceGroup(
-                    subscription_id=subscription,
-                    name=name,
-                    location=short_location(location),
-                    tags=None,
-                    explicit=False,
-                )
-            )
+            groups.append(_implicit(subscription, name, location))
     return groups
+
+
+def _implicit(subscription: str, name: str, location: str) -> ResourceGroup:
+    """A group nobody created: it exists because a collection was put into it, located where that collection is."""
+    return ResourceGroup(
+        subscription_id=subscription, name=name, location=short_location(location), tags=None, explicit=False
+    )
 
 
 def every_group(session: Session, limit: int = 200) -> list[ResourceGroup]:
@@ -99,15 +98,7 @@ def every_group(session: Session, limit: int = 200) -> list[ResourceGroup]:
     known = {(group.subscription_id.lower(), group.name.lower()) for group in groups}
     for subscription, name, location in store.implicit_groups_everywhere(session, limit):
         if (subscription.lower(), name.lower()) not in known and len(groups) < limit:
-            groups.append(
-                ResourceGroup(
-                    subscription_id=subscription,
-                    name=name,
-                    location=short_location(location),
-                    tags=None,
-                    explicit=False,
-                )
-            )
+            groups.append(_implicit(subscription, name, location))
     return groups
 
 
