@@ -21,17 +21,18 @@ from pathlib import Path
 import harness as h
 
 from scheduler_emulator.app import tune_garbage_collector
+from scheduler_emulator.dispatcher.definitions import JobClaim, read_definition
 from scheduler_emulator.domain.history import history_id
 from scheduler_emulator.domain.states import ActionName, AttemptStatus
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatch_port import DispatchStore
-from scheduler_emulator.store.dispatch_records import AttemptRecord, Claim, Completion
+from scheduler_emulator.store.dispatch_records import AttemptRecord, Completion
 
 CLAIM_BATCH = 200
 WRITE_BATCH = 100
 
 
-def completion(claim: Claim) -> Completion:
+def completion(claim: JobClaim) -> Completion:
     """A successful first attempt, as the dispatcher records it."""
     ended = datetime.now(UTC)
     attempt = AttemptRecord(
@@ -61,10 +62,10 @@ def one_round(store_kind: str, jobs: int) -> tuple[float, float]:
         due = [now - timedelta(seconds=60) + timedelta(microseconds=i) for i in range(jobs)]
         h.seed_jobs(url, due, lambda i: f"http://127.0.0.1:9/fire/{i}")
         database = Database(url)
-        store = DispatchStore(database, "store-cost")
+        store = DispatchStore(database, "store-cost", read_definition=read_definition)
         store.heartbeat(now, now + timedelta(hours=1))
         tune_garbage_collector()  # as the service does once it is built
-        claims: list[Claim] = []
+        claims: list[JobClaim] = []
         began = time.process_time()
         for _ in range(jobs // CLAIM_BATCH + 10):  # bounded: each pass claims up to a batch
             batch = store.claim_due(datetime.now(UTC), CLAIM_BATCH)
@@ -98,11 +99,15 @@ def main() -> None:
             claim_us, complete_us = one_round(store_kind, args.jobs)
             claims.append(claim_us)
             completions.append(complete_us)
-            print(f"{store_kind} round {index + 1}: claim {claim_us:.1f} µs/job, complete {complete_us:.1f} µs/job",
-                  flush=True)
-        print(f"{store_kind}: median claim {statistics.median(claims):.1f} µs/job, "
-              f"complete {statistics.median(completions):.1f} µs/job ({args.jobs:,} jobs, {args.rounds} rounds)",
-              flush=True)
+            print(
+                f"{store_kind} round {index + 1}: claim {claim_us:.1f} µs/job, complete {complete_us:.1f} µs/job",
+                flush=True,
+            )
+        print(
+            f"{store_kind}: median claim {statistics.median(claims):.1f} µs/job, "
+            f"complete {statistics.median(completions):.1f} µs/job ({args.jobs:,} jobs, {args.rounds} rounds)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

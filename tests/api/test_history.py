@@ -22,7 +22,10 @@ from sqlalchemy import func, select
 from support.times import iso_seconds
 
 from scheduler_emulator.domain.history import history_id
-from scheduler_emulator.store import dispatching, repository
+from scheduler_emulator.domain.states import ActionName, AttemptStatus
+from scheduler_emulator.store import repository
+from scheduler_emulator.store.dispatch_batches import batches_for
+from scheduler_emulator.store.dispatch_records import AttemptRecord
 from scheduler_emulator.store.models import JobHistoryRow
 
 HISTORY_TYPE = "Microsoft.Scheduler/jobCollections/jobs/history"
@@ -112,17 +115,20 @@ def test_entries_of_different_jobs_may_share_a_history_id(http, backend, names):
         create_job(http, names, job)
     shared = history_id(BASE)
     job_ids = {job: stored_job(backend, names, job)["id"] for job in ("first", "second", "third")}
-    entry = {
-        "history_id": shared, "start_time": BASE, "end_time": BASE, "expected_execution_time": BASE,
-        "action_name": "MainAction", "status": "Completed", "retry_count": 0, "repeat_count": 1,
-    }  # fmt: skip
-    with store(backend).session() as session:  # one dispatcher batch: the first two jobs
-        dispatching.add_history(
-            session,
-            [(job_ids["first"], {**entry, "message": "first"}), (job_ids["second"], {**entry, "message": "second"})],
-        )
-    with store(backend).session() as session:  # another process, a moment later
-        dispatching.add_history(session, [(job_ids["third"], {**entry, "message": "third"})])
+
+    def entry(job: str) -> AttemptRecord:
+        return AttemptRecord(
+            job_id=job_ids[job], history_id=shared, start_time=BASE, end_time=BASE, expected_time=BASE,
+            action_name=ActionName.MainAction, status=AttemptStatus.Completed, message=job, retry_count=0,
+            repeat_count=1,
+        )  # fmt: skip
+
+    database = store(backend)
+    batches = batches_for(database.dialect)
+    with database.session() as session:  # one dispatcher batch: the first two jobs
+        batches.add_history(session, [entry("first"), entry("second")])
+    with database.session() as session:  # another process, a moment later
+        batches.add_history(session, [entry("third")])
     for job in ("first", "second", "third"):
         [listed] = expect_ok(get(http, history_path(names, job)))["value"]
         assert listed["name"] == f"{names.collection}/{job}/{shared}"

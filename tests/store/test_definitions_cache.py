@@ -5,6 +5,7 @@ jobs, bench/README); the cache is bounded."""
 
 from __future__ import annotations
 
+from scheduler_emulator.dispatcher.definitions import read_definition
 from scheduler_emulator.store.dispatch_port import _Definitions
 
 
@@ -19,7 +20,7 @@ def _definition(uri: str, recurring: bool) -> dict[str, object]:
 
 
 def test_a_recurring_definition_is_parsed_once_and_a_changed_one_again() -> None:
-    cache = _Definitions(10)
+    cache = _Definitions(read_definition, 10)
     first, timing = cache.get(1, 1, _definition("http://a/1", recurring=True))
     assert timing.recurrence is not None
     again, _ = cache.get(1, 1, _definition("http://a/1", recurring=True))
@@ -30,7 +31,7 @@ def test_a_recurring_definition_is_parsed_once_and_a_changed_one_again() -> None
 
 
 def test_a_one_time_definition_is_parsed_and_not_kept() -> None:
-    cache = _Definitions(10)
+    cache = _Definitions(read_definition, 10)
     first, timing = cache.get(1, 1, _definition("http://a/1", recurring=False))
     assert timing.recurrence is None and first.action.request is not None
     assert first.action.request.uri == "http://a/1"
@@ -40,7 +41,7 @@ def test_a_one_time_definition_is_parsed_and_not_kept() -> None:
 
 
 def test_the_cache_keeps_at_most_its_size() -> None:
-    cache = _Definitions(3)
+    cache = _Definitions(read_definition, 3)
     for job_id in range(10):
         cache.get(job_id, 1, _definition(f"http://a/{job_id}", recurring=True))
     assert list(cache._parsed) == [(7, 1), (8, 1), (9, 1)]  # the most recent three

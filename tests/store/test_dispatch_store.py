@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 from sqlalchemy import delete, select, update
 
+from scheduler_emulator.dispatcher.definitions import JobClaim, read_definition
 from scheduler_emulator.domain.states import ActionName, AttemptStatus, JobState
-from scheduler_emulator.store import dispatching as sql
+from scheduler_emulator.schemas.job import JobProperties
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatch_port import DispatchStore
-from scheduler_emulator.store.dispatch_records import AttemptRecord, Claim, Completion
+from scheduler_emulator.store.dispatch_records import AttemptRecord, Completion, NewOccurrence
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
 from tests.dispatch_support import BACKENDS, T0, SetClock, add_collection, add_job, scratch_database
 
@@ -28,8 +29,15 @@ class World:
     database: Database
     clock: SetClock
 
-    def store(self, owner: str) -> DispatchStore:
-        store = DispatchStore(self.database, owner, clock=self.clock, wall=self.clock, history_max_entries=10)
+    def store(self, owner: str) -> DispatchStore[JobProperties]:
+        store = DispatchStore(
+            self.database,
+            owner,
+            read_definition=read_definition,
+            clock=self.clock,
+            wall=self.clock,
+            history_max_entries=10,
+        )
         store.heartbeat(self.clock.now(), self.clock.now() + LEASE)
         return store
 
@@ -61,7 +69,7 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
         yield World(database, SetClock(T0))
 
 
-def attempt_for(claim: Claim, moment: datetime, succeeded: bool = True) -> AttemptRecord:
+def attempt_for(claim: JobClaim, moment: datetime, succeeded: bool = True) -> AttemptRecord:
     return AttemptRecord(
         job_id=claim.job_id,
         history_id=f"h{claim.occurrence_id}",
@@ -78,7 +86,7 @@ def attempt_for(claim: Claim, moment: datetime, succeeded: bool = True) -> Attem
     )
 
 
-def completion_for(claim: Claim, moment: datetime, succeeded: bool = True) -> Completion:
+def completion_for(claim: JobClaim, moment: datetime, succeeded: bool = True) -> Completion:
     return Completion(
         claim=claim,
         attempt=attempt_for(claim, moment, succeeded),
@@ -360,14 +368,19 @@ def test_insert_occurrences_returns_the_new_ones_and_skips_those_already_recorde
     collection = world.collection()
     jobs = [world.job(collection, f"j{index}", T0) for index in range(3)]
     moments = [T0 + timedelta(seconds=index, microseconds=index * 7 + 1) for index in range(200)]
-    first = [(job, moment, 1) for job in jobs for moment in moments]  # 600: more than one statement's rows
-    arrays = world.store("a").arrays
+    # 600: more than one statement's rows
+    first = [NewOccurrence(job, moment, 1) for job in jobs for moment in moments]
+    batches = world.store("a").batches
 
     with world.database.session() as session:
-        inserted = sql.insert_occurrences(session, first, "a", T0, arrays)
+        inserted = batches.insert_occurrences(session, first, "a", T0)
     with world.database.session() as session:
-        again = [*first[::60], (jobs[0], T0 - timedelta(minutes=1), 1), (jobs[2], T0 - timedelta(minutes=2), 1)]
-        added = sql.insert_occurrences(session, again, "b", T0, arrays)
+        again = [
+            *first[::60],
+            NewOccurrence(jobs[0], T0 - timedelta(minutes=1), 1),
+            NewOccurrence(jobs[2], T0 - timedelta(minutes=2), 1),
+        ]
+        added = batches.insert_occurrences(session, again, "b", T0)
 
     assert sorted(inserted) == sorted((job, moment) for job, moment, _ in first)
     assert len(set(inserted.values())) == 600

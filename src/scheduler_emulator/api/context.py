@@ -23,7 +23,7 @@ from scheduler_emulator.schemas import strict_json
 from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
-from scheduler_emulator.store.dispatching import announce_change, earliest_noted, wake_needed
+from scheduler_emulator.store.wakeups import announce_change, earliest_noted, wake_needed
 from scheduler_emulator.store.write_scope import WriteScope, collection_lock, write_scope
 
 log = logging.getLogger("scheduler_emulator.api")
@@ -141,7 +141,7 @@ async def in_session(request: Request, work: Callable[[Session], T], wake: bool 
     """Run ``work`` in one store transaction on a worker thread, holding the request's write locks (see
     write_locks) from the start; domain errors become ARM errors. ``wake``: the work may make a job due
     earlier, so wake the dispatchers once it is committed — unless every job it changed noted
-    (store.dispatching.note_due) that it is not due before they look anyway."""
+    (store.wakeups.note_due) that it is not due before they look anyway."""
 
     locks = write_locks(request)
 

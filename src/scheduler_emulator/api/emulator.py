@@ -14,7 +14,7 @@ from scheduler_emulator import __version__
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_session, now, read_body
 from scheduler_emulator.api.preview import HeavyWork, compute_preview
-from scheduler_emulator.store.dispatching import count_due
+from scheduler_emulator.store.overview import count_due
 
 router = APIRouter(prefix="/_emulator")
 metrics_router = APIRouter()

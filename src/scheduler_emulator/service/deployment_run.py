@@ -31,8 +31,8 @@ from scheduler_emulator.service.deployments import COLLECTION_TYPE, JOB_TYPE, De
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store import resources as store
 from scheduler_emulator.store.database import Database
-from scheduler_emulator.store.dispatching import announce_change
 from scheduler_emulator.store.models import DeploymentOperationRow, DeploymentRow, GenericResourceRow
+from scheduler_emulator.store.wakeups import announce_change
 from scheduler_emulator.store.write_scope import collection_lock
 from scheduler_emulator.templates.errors import TemplateError
 from scheduler_emulator.templates.template import ResourceInstance, TemplateDeployment

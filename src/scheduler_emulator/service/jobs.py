@@ -28,8 +28,8 @@ from scheduler_emulator.schemas.job_collection import stored_limits
 from scheduler_emulator.schemas.job_shape import ACTION_PLACES, keep_omitted_secrets, member, strip_secrets
 from scheduler_emulator.service.validation import check_name_length, read_model
 from scheduler_emulator.store import repository as repo
-from scheduler_emulator.store.dispatching import note_due
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
+from scheduler_emulator.store.wakeups import note_due
 from scheduler_emulator.store.write_scope import WriteScope
 
 if TYPE_CHECKING:  # service.collections imports this module

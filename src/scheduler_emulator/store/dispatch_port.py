@@ -1,6 +1,8 @@
 """The dispatcher's store port: everything the dispatcher asks of the database, in one class whose methods
-state their contracts (after APScheduler 4's ``abc.DataStore``). The dialect's capabilities are decided once,
-when the store is built; the SQL itself lives in store/dispatching.py, each statement defined once.
+state their contracts (after APScheduler 4's ``abc.DataStore``). What the database can do is decided once, when
+the store is built (its batch writer, store/dispatch_batches.py); the SQL itself lives there and in
+store/dispatching.py, each statement defined once. A job's definition is parsed by the reader the dispatcher
+gives the store (the store knows no wire model).
 
 Terms used by the contracts:
 
@@ -26,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Generic
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
@@ -37,10 +39,25 @@ from scheduler_emulator.domain.due import Skipped, due_occurrence
 from scheduler_emulator.domain.occurrences import Finish, finish_occurrence, is_series_instant
 from scheduler_emulator.domain.states import JobState, OccurrenceOutcome
 from scheduler_emulator.faults import pause_point
-from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties
 from scheduler_emulator.store import dispatching as sql
 from scheduler_emulator.store.database import Database
-from scheduler_emulator.store.dispatch_records import Abandon, AttemptRecord, Claim, Completion, JobStatus, Write
+from scheduler_emulator.store.dispatch_batches import batches_for
+from scheduler_emulator.store.dispatch_records import (
+    Abandon,
+    AttemptRecord,
+    Claim,
+    Completion,
+    Counters,
+    D,
+    DefinitionReader,
+    JobFinish,
+    JobMove,
+    JobStatus,
+    NewOccurrence,
+    OccurrenceEnd,
+    ScheduleMove,
+    Write,
+)
 from scheduler_emulator.store.wakeups import PostgresWakeups
 
 __all__ = ["DispatchStore", "Finish"]
@@ -48,14 +65,16 @@ __all__ = ["DispatchStore", "Finish"]
 log = logging.getLogger("scheduler_emulator.dispatcher")
 
 
-class DispatchStore:
-    """One dispatcher's view of the database, as ``owner``: the name its leases and heartbeat carry."""
+class DispatchStore(Generic[D]):
+    """One dispatcher's view of the database, as ``owner``: the name its leases and heartbeat carry; job
+    definitions parsed by ``read_definition`` (what its claims carry as ``properties``)."""
 
     def __init__(
         self,
         database: Database,
         owner: str,
         *,
+        read_definition: DefinitionReader[D],
         clock: Clock | None = None,
         wall: Clock | None = None,
         history_max_entries: int = 1000,
@@ -66,17 +85,12 @@ class DispatchStore:
         self.clock = clock or WallClock()  # scheduling time (virtual under --clock virtual)
         self.wall = wall or WallClock()  # real time: heartbeats and leases, which a virtual clock must not expire
         self.history_max_entries = history_max_entries
-        self._definitions = _Definitions(definitions_cache)
-        postgresql = database.dialect == "postgresql"
-        # Capabilities, decided once. SQLite has one writer at a time (its lock serialises claims) and no
-        # LISTEN; PostgreSQL has row locks to skip, arrays that turn a batch into one statement, and NOTIFY.
-        self.skip_locked = postgresql
-        self.arrays = postgresql
-        self.listens = postgresql
+        self._definitions = _Definitions(read_definition, definitions_cache)
+        self.batches = batches_for(database.dialect)  # the database's batch statements and capabilities, once
 
     # -- claiming -------------------------------------------------------------------------------------
 
-    def claim_due(self, now: datetime, limit: int, until: datetime | None = None) -> list[Claim]:
+    def claim_due(self, now: datetime, limit: int, until: datetime | None = None) -> list[Claim[D]]:
         """Lease up to ``limit`` jobs and record the occurrence each will run, earliest first, in one
         transaction committed before this returns (the caller fires after; no lock is held across network I/O).
         Claimed, in this order: occurrences abandoned by a dispatcher that is no longer alive (resumed), run
@@ -86,10 +100,17 @@ class DispatchStore:
         dispatcher) is not claimed again."""
         until = until or now
         with self.database.session() as session:
-            decisions: list[_Decision] = []
-            set_aside: list[dict[str, Any]] = []
-            alive_at = self.wall.now()
-            rows = sql.due_jobs(session, now, limit, self.skip_locked, self.owner, until, alive_at)
+            decisions: list[_Decision[D]] = []
+            set_aside: list[JobMove] = []
+            rows = sql.due_jobs(
+                session,
+                now,
+                limit,
+                owner=self.owner,
+                skip_locked=self.batches.locks_rows,
+                until=until,
+                alive_at=self.wall.now(),
+            )
             if rows:
                 pause_point("claim-locked")  # fault tests: frozen while holding the rows' locks
             for row in rows:
@@ -105,42 +126,34 @@ class DispatchStore:
                         row.name,
                         str(exc).replace("\n", " ")[:300],
                     )
-                    set_aside.append(
-                        {
-                            "job_id": row.id,
-                            "next_time": None,
-                            "repeat": row.repeat_count,
-                            "run_requested_at": None,
-                            "owner": None,
-                        }
-                    )
+                    set_aside.append(JobMove(row.id, None, row.repeat_count, None, None))
                     continue
                 if decision is not None:
                     decisions.append(decision)
-            if set_aside:
-                sql.move_jobs_on(session, set_aside, self.arrays)
-            new = [d for d in decisions if d.occurrence_id is None]
-            inserted = sql.insert_occurrences(
-                session, [(d.row.id, d.expected, d.repeat) for d in new], self.owner, now, self.arrays
+            self.batches.move_jobs(session, set_aside)
+            inserted = self.batches.insert_occurrences(
+                session,
+                [NewOccurrence(d.row.id, d.expected, d.repeat) for d in decisions if d.occurrence_id is None],
+                self.owner,
+                now,
             )
             ids = [
                 d.occurrence_id if d.occurrence_id is not None else inserted.get((d.row.id, d.expected))
                 for d in decisions
             ]
             collections: dict[str, dict[str, Any]] = {}  # properties by their JSON text: decoded once each
-            sql.move_jobs_on(
+            self.batches.move_jobs(
                 session,
                 [
-                    {
-                        "job_id": d.row.id,
-                        "next_time": d.next_time,
-                        "repeat": d.repeat if not d.resumed else d.row.repeat_count,
-                        "run_requested_at": d.run_requested_at,
-                        "owner": self.owner if occurrence_id is not None else None,
-                    }
+                    JobMove(
+                        job_id=d.row.id,
+                        next_time=d.next_time,
+                        repeat_count=d.repeat if not d.resumed else d.row.repeat_count,
+                        run_requested_at=d.run_requested_at,
+                        owner=self.owner if occurrence_id is not None else None,
+                    )
                     for d, occurrence_id in zip(decisions, ids, strict=True)
                 ],
-                self.arrays,
             )
             return [
                 Claim(
@@ -167,24 +180,14 @@ class DispatchStore:
                 if occurrence_id is not None  # else: already recorded (fired) by another dispatcher
             ]
 
-    def _decide(self, session: Session, row: Any, now: datetime, until: datetime) -> _Decision | None:
+    def _decide(self, session: Session, row: Any, now: datetime, until: datetime) -> _Decision[D] | None:
         """Which occurrence the job runs now, and where its schedule moves; None when it has nothing to run."""
         properties, timing = self._definitions.get(row.id, row.version, row.definition)
         if row.lease_owner is not None:  # its dispatcher's heartbeat stopped: take over what it left running
             occurrence = sql.take_over_occurrence(session, row.id, self.owner, now)
             if occurrence is None:
-                sql.move_jobs_on(
-                    session,
-                    [
-                        {
-                            "job_id": row.id,
-                            "next_time": row.next_execution_time,
-                            "repeat": row.repeat_count,
-                            "run_requested_at": row.run_requested_at,
-                            "owner": None,
-                        }
-                    ],
-                    self.arrays,
+                self.batches.move_jobs(
+                    session, [JobMove(row.id, row.next_execution_time, row.repeat_count, row.run_requested_at, None)]
                 )
                 return None
             occurrence_id, expected, repeat = occurrence
@@ -284,74 +287,68 @@ class DispatchStore:
         with self.database.session() as session:
             return self._complete(session, completions)
 
-    def abandon(self, claims: Sequence[Claim]) -> None:
+    def abandon(self, claims: Sequence[Claim[Any]]) -> None:
         """Hand back occurrences claimed that will not run, as if they had never been claimed: the occurrence
         record goes, the lease is released and, when the definition is unchanged, the job is due at that
         instant again (a manual occurrence becomes a run request again)."""
         self.write([Abandon(claims=tuple(claims))])
 
     def _record_attempt(self, session: Session, attempt: AttemptRecord) -> bool:
-        if attempt.add_fault:
-            sql.add_faulted(session, attempt.job_id)
-        return sql.record_attempt(
-            session, attempt.job_id, attempt.columns(), attempt.counts_as_execution, attempt.failed
-        )
+        if not sql.count_attempt(session, attempt):
+            return False
+        self.batches.add_history(session, [attempt])
+        return True
 
-    def _abandon(self, session: Session, claims: Sequence[Claim]) -> None:
+    def _abandon(self, session: Session, claims: Sequence[Claim[Any]]) -> None:
         if not claims:
             return
         # Only what is still this owner's: an occurrence another dispatcher took over (this one was frozen past
         # its lease) is that one's to finish, and its job's schedule is not moved back.
-        held = sql.held_occurrences(session, self.owner, [c.occurrence_id for c in claims], lock=self.skip_locked)
+        held = sql.held_occurrences(
+            session, self.owner, [c.occurrence_id for c in claims], lock=self.batches.locks_rows
+        )
         claims = [c for c in claims if c.occurrence_id in held]
         if not claims:
             return
         sql.delete_occurrences(session, [c.occurrence_id for c in claims])
-        jobs = sql.jobs_to_restore(session, [c.job_id for c in claims])
+        jobs = self.batches.jobs_to_restore(session, [c.job_id for c in claims])
         restores = []
         for claim in claims:
             job = jobs.get(claim.job_id)
             if job is None:
                 continue
-            values: dict[str, Any] = {
-                "job_id": claim.job_id,
-                "owner": None if job.lease_owner == self.owner else job.lease_owner,
-                "next_time": job.next_execution_time,
-                "repeat": job.repeat_count,
-                "run_requested_at": job.run_requested_at,
-            }
-            if claim.manual:
-                values["run_requested_at"] = job.run_requested_at or claim.expected_time
-            elif job.version == claim.version and not claim.resumed:
-                values["next_time"] = claim.expected_time
-                values["repeat"] = claim.repeat_count - 1
-            restores.append(values)
-        sql.move_jobs_on(session, restores, self.arrays)
+            restore = JobMove(
+                job_id=claim.job_id,
+                next_time=job.next_execution_time,
+                repeat_count=job.repeat_count,
+                run_requested_at=job.run_requested_at,
+                owner=None if job.lease_owner == self.owner else job.lease_owner,
+            )
+            if claim.manual:  # a run request again
+                restore = restore._replace(run_requested_at=job.run_requested_at or claim.expected_time)
+            elif job.version == claim.version and not claim.resumed:  # due at that instant again
+                restore = restore._replace(next_time=claim.expected_time, repeat_count=claim.repeat_count - 1)
+            restores.append(restore)
+        self.batches.move_jobs(session, restores)
 
     def _complete(self, session: Session, completions: Sequence[Completion]) -> list[Finish | None]:
         now = self.clock.now()
-        jobs = sql.jobs_to_finish(session, [c.claim.job_id for c in completions])
-        sql.add_history(
-            session,
-            [
-                (c.claim.job_id, c.attempt.columns())
-                for c in completions
-                if c.attempt is not None and c.claim.job_id in jobs
-            ],
-            self.arrays,
+        jobs = self.batches.jobs_to_finish(session, [c.claim.job_id for c in completions])
+        self.batches.add_history(
+            session, [c.attempt for c in completions if c.attempt is not None and c.claim.job_id in jobs]
         )
-        sql.close_occurrences(
+        self.batches.close_occurrences(
             session,
             [
-                (c.claim.occurrence_id, OccurrenceOutcome.Faulted if c.faulted else OccurrenceOutcome.Completed)
+                OccurrenceEnd(
+                    c.claim.occurrence_id, OccurrenceOutcome.Faulted if c.faulted else OccurrenceOutcome.Completed
+                )
                 for c in completions
             ],
             now,
-            self.arrays,
         )
         results: list[Finish | None] = []
-        moved: list[dict[str, Any]] = []
-        released: list[dict[str, Any]] = []
+        finishes: list[JobFinish] = []
         for completion in completions:
             claim = completion.claim
             job = jobs.get(claim.job_id)
@@ -370,25 +367,29 @@ class DispatchStore:
                 still_current=job.version == claim.version and job.state == JobState.Enabled,
             )
             attempt = completion.attempt if completion.attempt and completion.attempt.counts_as_execution else None
-            values: dict[str, Any] = {
-                "job_id": claim.job_id,
-                "owner": None if job.lease_owner == self.owner else job.lease_owner,
-                "b_exec": int(attempt is not None),
-                "b_fail": int(attempt is not None and attempt.failed),
-                "b_fault": int(completion.count_fault),
-                "b_last": attempt.start_time if attempt is not None else None,
-            }
-            if finish.schedule_moves:
-                values["next_time"] = finish.next_time
-                values["state"] = finish.state or job.state
-                values["finished_at"] = now if finish.state is not None else None
-                moved.append(values)
-            else:
-                released.append(values)
+            finishes.append(
+                JobFinish(
+                    job_id=claim.job_id,
+                    owner=None if job.lease_owner == self.owner else job.lease_owner,
+                    counters=Counters(
+                        executions=int(attempt is not None),
+                        failures=int(attempt is not None and attempt.failed),
+                        faults=int(completion.count_fault),
+                        last_execution_time=attempt.start_time if attempt is not None else None,
+                    ),
+                    schedule=ScheduleMove(
+                        next_time=finish.next_time,
+                        state=finish.state or job.state,
+                        finished_at=now if finish.state is not None else None,
+                    )
+                    if finish.schedule_moves
+                    else None,
+                )
+            )
             results.append(finish)
             if claim.executions + 1 >= self.history_max_entries // 2:  # only long-lived jobs can outgrow it
                 sql.prune_job_history(session, claim.job_id, self.history_max_entries)
-        sql.finish_jobs(session, moved, released, self.arrays)
+        self.batches.finish_jobs(session, finishes)
         return results
 
     # -- liveness -------------------------------------------------------------------------------------
@@ -406,7 +407,7 @@ class DispatchStore:
         must not fire them, nor write anything for them."""
         with self.database.session() as session:
             sql.heartbeat(session, self.owner, now, until)
-            return sql.held_occurrences(session, self.owner, occurrence_ids, lock=self.skip_locked)
+            return sql.held_occurrences(session, self.owner, occurrence_ids, lock=self.batches.locks_rows)
 
     def sign_off(self) -> None:
         """Forget this owner: the leases it still holds are abandoned at once (another dispatcher, or this
@@ -431,7 +432,7 @@ class DispatchStore:
     def wakeups(self, on_wake: Callable[[datetime | None], None]) -> PostgresWakeups | None:
         """A listener calling ``on_wake`` whenever another process announces a change (PostgreSQL's LISTEN);
         None where the database cannot announce (SQLite: its one process wakes its dispatcher in-process)."""
-        if not self.listens:
+        if not self.batches.listens:
             return None
         bounds = self.database.bounds
         parameters: dict[str, Any] = {}
@@ -469,11 +470,11 @@ def _decoded(cache: dict[str, dict[str, Any]], text: str) -> dict[str, Any]:
 
 
 @dataclass(slots=True, kw_only=True)  # not frozen: private to this module, and frozen costs µs per claim
-class _Decision:
+class _Decision(Generic[D]):
     """What a claim does to one due job (see DispatchStore._decide)."""
 
     row: Any  # the job row joined with its collection (dispatching.due_jobs)
-    properties: JobProperties
+    properties: D
     timing: rec.Timing
     expected: datetime
     repeat: int
@@ -485,21 +486,22 @@ class _Decision:
     resumed: bool = False
 
 
-class _Definitions:
-    """Parsed job definitions and their schedules by (job id, version): a recurring job's definition is parsed
-    once, not at every fire; a one-time job's is parsed and not kept (it fires once). The stored definition is
-    compared too: a job deleted and another created with the same id
+class _Definitions(Generic[D]):
+    """Job definitions parsed by ``read``, and their schedules, by (job id, version): a recurring job's definition
+    is parsed once, not at every fire; a one-time job's is parsed and not kept (it fires once). The stored
+    definition is compared too: a job deleted and another created with the same id
     (SQLite reuses the highest) and version must not fire the old one's definition."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, read: DefinitionReader[D], size: int) -> None:
+        self.read = read
         self.size = size
-        self._parsed: OrderedDict[tuple[int, int], tuple[dict[str, Any], JobProperties, rec.Timing]] = OrderedDict()
+        self._parsed: OrderedDict[tuple[int, int], tuple[dict[str, Any], D, rec.Timing]] = OrderedDict()
 
-    def get(self, job_id: int, version: int, definition: dict[str, Any]) -> tuple[JobProperties, rec.Timing]:
+    def get(self, job_id: int, version: int, definition: dict[str, Any]) -> tuple[D, rec.Timing]:
         key = (job_id, version)
         parsed = self._parsed.get(key)
         if parsed is None or parsed[0] != definition:
-            properties = JobDefinitionIn.model_validate({"properties": definition}).properties
+            properties = self.read(definition)
             timing = properties.timing()
             if timing.recurrence is None:
                 return properties, timing  # a one-time job fires once: keeping it would only hold memory

@@ -1,20 +1,39 @@
 """The records that cross between the dispatcher and its store port (store/dispatch_port.py): frozen and
-keyword-only, so neither side passes rows, dicts or positional argument lists to the other."""
+keyword-only, so neither side passes rows, dicts or positional argument lists to the other; and, below them, the
+rows the port hands its batch statements (store/dispatch_batches.py): named tuples in the order of the statements'
+parameters, so that a batch reaches the driver without a dict per row.
+
+Nothing here knows the wire models: a job's definition is parsed by a ``DefinitionReader`` that the dispatcher
+gives the store (``Claim.properties`` is what that reader returns)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.due import Skipped
-from scheduler_emulator.domain.states import ActionName, AttemptStatus, JobState
-from scheduler_emulator.schemas.job import JobProperties
+from scheduler_emulator.domain.states import ActionName, AttemptStatus, JobState, OccurrenceOutcome
+
+
+class Definition(Protocol):
+    """A job's stored definition as its reader parsed it: the store reads nothing of it but its schedule."""
+
+    def timing(self) -> rec.Timing:
+        """The schedule part of the definition, in the recurrence engine's terms."""
+        ...
+
+
+D = TypeVar("D", bound=Definition, covariant=True)
+
+DefinitionReader = Callable[[dict[str, Any]], D]
+"""Parses a stored definition (its ``properties`` JSON); ValueError when today's rules refuse it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Claim:
+class Claim(Generic[D]):
     """One occurrence a dispatcher now owns and must run: the job as it was when claimed."""
 
     job_id: int
@@ -23,7 +42,7 @@ class Claim:
     expected_time: datetime
     repeat_count: int
     skipped: Skipped  # instants missed during downtime, to record as one Postponed entry
-    properties: JobProperties
+    properties: D  # the definition, as the store's DefinitionReader parsed it
     timing: rec.Timing  # the schedule part of ``properties``, in the recurrence engine's terms
     job_name: str
     collection_name: str
@@ -55,27 +74,13 @@ class AttemptRecord:
     failed: bool = False  # with counts_as_execution: failureCount moves
     add_fault: bool = False  # the main action gave up (the error action follows): faultedCount moves
 
-    def columns(self) -> dict[str, Any]:
-        """The entry as the history table's columns (for the store's statements only)."""
-        return {
-            "history_id": self.history_id,
-            "start_time": self.start_time,
-            "end_time": self.end_time,
-            "expected_execution_time": self.expected_time,
-            "action_name": self.action_name,
-            "status": self.status,
-            "message": self.message,
-            "retry_count": self.retry_count,
-            "repeat_count": self.repeat_count,
-        }
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Completion:
     """The end of one occurrence: its last attempt (recorded with the end, in one transaction) and the
     outcome that decides the job's next state."""
 
-    claim: Claim
+    claim: Claim[Any]
     attempt: AttemptRecord | None  # the last attempt, not recorded yet; None when there was none
     count_fault: bool  # add one to faultedCount
     faulted: bool  # the occurrence failed (its last attempt failed)
@@ -86,7 +91,7 @@ class Completion:
 class Abandon:
     """Occurrences claimed that will not run (the job changed before they were due, or the dispatcher stops)."""
 
-    claims: tuple[Claim, ...]
+    claims: tuple[Claim[Any], ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,3 +104,60 @@ class JobStatus:
 
 
 Write = AttemptRecord | Completion | Abandon
+
+
+# -- the rows of the port's batch statements (store/dispatch_batches.py) --------------------------------------
+
+
+class JobMove(NamedTuple):
+    """Where a claim leaves a job (or a takeover that found nothing to run, a definition set aside, an occurrence
+    given back): its schedule, occurrence count, pending run request and lease."""
+
+    job_id: int
+    next_time: datetime | None  # the job's next execution time (None: not scheduled)
+    repeat_count: int  # occurrences of the job so far
+    run_requested_at: datetime | None  # a POST .../run still to claim
+    owner: str | None  # the lease: this dispatcher's name, another's (kept), or None (released)
+
+
+class Counters(NamedTuple):
+    """What an occurrence's end adds to its job's counters (jobs.execution_count, failure_count, faulted_count,
+    last_execution_time)."""
+
+    executions: int  # 1 when the last attempt was of the main action (it counts as an execution), else 0
+    failures: int  # 1 when that attempt failed, else 0
+    faults: int  # 1 when the occurrence faulted and no error action counted it already, else 0
+    last_execution_time: datetime | None  # that attempt's start; None leaves the job's as it is
+
+
+class ScheduleMove(NamedTuple):
+    """Where an occurrence's end moves its job's schedule (when no API write changed the job meanwhile)."""
+
+    next_time: datetime | None  # when the job is next due (None: not scheduled)
+    state: JobState  # the job's state from now on
+    finished_at: datetime | None  # when the job completed or faulted; None leaves it as it is
+
+
+class JobFinish(NamedTuple):
+    """An occurrence's end for its job, written in one UPDATE: counters and lease always; the schedule only when
+    the job is still the one claimed (``schedule`` None: an API write changed it meanwhile, and that write stands)."""
+
+    job_id: int
+    owner: str | None  # the lease after the end: None when it was this dispatcher's, else the holder's (kept)
+    counters: Counters
+    schedule: ScheduleMove | None
+
+
+class NewOccurrence(NamedTuple):
+    """An occurrence to record under its unique (job, expected time) key."""
+
+    job_id: int
+    expected_time: datetime
+    repeat_count: int
+
+
+class OccurrenceEnd(NamedTuple):
+    """How an occurrence ended."""
+
+    occurrence_id: int
+    outcome: OccurrenceOutcome

@@ -376,8 +376,10 @@ class ArmOperationRow(Base):
     created_at: Mapped[datetime] = mapped_column(index=True)
 
 
-# The tables, for the statements written in SQLAlchemy Core (store.dispatching, store.repository).
+# The tables, for the statements written in SQLAlchemy Core (store.dispatching, store.dispatch_batches,
+# store.repository).
 JOBS = cast(Table, JobRow.__table__)
 COLLECTIONS = cast(Table, JobCollectionRow.__table__)
 HISTORY = cast(Table, JobHistoryRow.__table__)
 OCCURRENCES = cast(Table, OccurrenceRow.__table__)
+DISPATCHERS = cast(Table, DispatcherRow.__table__)

@@ -1,5 +1,6 @@
-"""The dashboard's overview and search queries (SPEC §10): each is one SQL statement over every collection,
-aggregated or limited in the database (never a query per job), on SQLite and PostgreSQL alike."""
+"""The dashboard's overview and search queries (SPEC §10), and the backlog /metrics reports: each is one SQL
+statement over every collection, aggregated or limited in the database (never a query per job), on SQLite and
+PostgreSQL alike."""
 
 from __future__ import annotations
 
@@ -28,6 +29,24 @@ def counts(session: Session) -> tuple[int, dict[str, int]]:
     collections = session.scalar(select(func.count()).select_from(JobCollectionRow)) or 0
     states = session.execute(select(JobRow.state, func.count()).group_by(JobRow.state)).all()
     return collections, {state: count for state, count in states}
+
+
+def count_due(session: Session, now: datetime) -> int:
+    """How many jobs are due (scheduled at or before ``now``, enabled) and not claimed yet."""
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(JobRow)
+            .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+            .where(
+                JobRow.lease_owner.is_(None),
+                JobRow.state == "Enabled",
+                JobCollectionRow.state == "Enabled",
+                JobRow.next_execution_time <= now,
+            )
+        )
+        or 0
+    )
 
 
 def history_mark(session: Session) -> tuple[int, int]:

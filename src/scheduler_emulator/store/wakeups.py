@@ -1,5 +1,7 @@
-"""Wake-ups across processes: PostgreSQL LISTEN on the channel API writes NOTIFY (see
-dispatching.announce_change). The dispatcher's polling stays as the fallback."""
+"""Waking dispatchers after an API write: the write notes when the jobs it changed may be due (``note_due``); at
+commit the API decides whether dispatchers must look now (``wake_needed``, ``earliest_noted``) and tells the other
+processes sharing a PostgreSQL database (``announce_change``: NOTIFY), whose dispatchers listen
+(``PostgresWakeups``: LISTEN). The dispatcher's polling stays as the fallback."""
 
 from __future__ import annotations
 
@@ -7,20 +9,72 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
-
-from scheduler_emulator.store.dispatching import WAKE_CHANNEL, wake_payload
+from sqlalchemy.orm import Session
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
+
+WAKE_CHANNEL = "scheduler_emulator_wake"
+_DUE = "scheduler_emulator.due"  # session.info key: when the jobs this transaction changed may be due
+
+
+def note_due(session: Session, *moments: datetime | None, at_once: bool = False) -> None:
+    """Record that this transaction changed a job whose occurrences may be due at ``moments`` (None: never),
+    or that a dispatcher must look ``at_once`` (an occurrence of the job is claimed: it must re-check it).
+    A transaction that changes jobs without noting anything wakes dispatchers at once (see wake_needed)."""
+    notes: list[datetime | None] = session.info.setdefault(_DUE, [])
+    notes.extend([None] if at_once else [m if m is not None else datetime.max.replace(tzinfo=UTC) for m in moments])
+
+
+def wake_needed(session: Session, horizon: datetime) -> bool:
+    """Whether dispatchers must look now: something changed that no note describes, or a noted job may be
+    due before ``horizon`` (the time by which every dispatcher looks again by itself: its poll interval plus
+    how far ahead it claims). Skipping the rest saves every dispatcher a claim cycle per API write."""
+    notes: list[datetime | None] | None = session.info.get(_DUE)
+    return not notes or any(moment is None or moment < horizon for moment in notes)
+
+
+def earliest_noted(session: Session) -> datetime | None:
+    """The earliest time a job this transaction changed may be due, when every change was noted and none
+    concerns a claimed occurrence (see note_due); None when dispatchers must look at once and re-check what
+    they claimed."""
+    notes: list[datetime | None] | None = session.info.get(_DUE)
+    if not notes or any(moment is None for moment in notes):
+        return None
+    return min(m for m in notes if m is not None)
+
+
+def announce_change(session: Session, not_before: datetime | None = None) -> None:
+    """Tell every dispatcher process sharing this PostgreSQL database to look for due work (delivered at
+    commit); ``not_before`` (see earliest_noted) goes with it as the payload, so that a dispatcher that looks by
+    itself before then can ignore it. SQLite has one process, whose dispatcher is woken in-process instead."""
+    if session.get_bind().dialect.name == "postgresql":
+        if not_before is None:
+            session.execute(text(f"NOTIFY {WAKE_CHANNEL}"))
+        else:
+            session.execute(
+                text("SELECT pg_notify(:channel, :payload)"),
+                {"channel": WAKE_CHANNEL, "payload": not_before.isoformat()},
+            )
+
+
+def wake_payload(payload: str) -> datetime | None:
+    """The ``not_before`` a notification carries (None: none, or unreadable: look at once)."""
+    try:
+        moment = datetime.fromisoformat(payload) if payload else None
+    except ValueError:
+        return None
+    return moment if moment is not None and moment.tzinfo is not None else None
 
 
 class PostgresWakeups:
     """Calls ``on_wake`` for every notification, with the time before which the change makes nothing due when
-    the notification says (dispatching.announce_change), else None; reconnects (after a pause) when the
+    the notification says (announce_change), else None; reconnects (after a pause) when the
     connection is lost."""
 
     def __init__(
