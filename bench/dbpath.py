@@ -38,39 +38,21 @@ def seed(database: Database, jobs: int, due: datetime) -> None:
         collection_id = conn.execute(
             insert(JobCollectionRow).returning(JobCollectionRow.id),
             {
-                "subscription_id": "s",
-                "subscription_key": "s",
-                "resource_group": "g",
-                "resource_group_key": "g",
-                "name": "c",
-                "name_key": "c",
-                "location": "West US",
-                "properties": {"state": "Enabled"},
-                "sku": "P20Premium",
-                "state": "Enabled",
-                "created_at": now,
-                "updated_at": now,
+                "subscription_id": "s", "subscription_key": "s", "resource_group": "g", "resource_group_key": "g",
+                "name": "c", "name_key": "c", "location": "West US", "properties": {"state": "Enabled"},
+                "sku": "P20Premium", "state": "Enabled", "created_at": now, "updated_at": now,
             },
         ).scalar_one()
         rows = [
             {
-                "collection_id": collection_id,
-                "name": f"job-{i}",
-                "name_key": f"job-{i}",
+                "collection_id": collection_id, "name": f"job-{i}", "name_key": f"job-{i}",
                 "definition": {
                     "action": {"type": "Http", "request": {"uri": f"http://127.0.0.1:1/fire/{i}", "method": "GET"}},
                     "startTime": due.isoformat(),
                 },
-                "state": "Enabled",
-                "series_origin": now,
-                "next_execution_time": due,
-                "version": 1,
-                "execution_count": 0,
-                "failure_count": 0,
-                "faulted_count": 0,
-                "repeat_count": 0,
-                "created_at": now,
-                "updated_at": now,
+                "state": "Enabled", "series_origin": now, "next_execution_time": due, "version": 1,
+                "execution_count": 0, "failure_count": 0, "faulted_count": 0, "repeat_count": 0,
+                "created_at": now, "updated_at": now,
             }
             for i in range(jobs)
         ]
@@ -98,11 +80,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument(
-        "--database-url",
-        help="default: a SQLite file; 'postgresql' for a fresh database on "
-        "postgresql://postgres@127.0.0.1:5432 (dropped afterwards)",
-    )
+    parser.add_argument("--database-url", help="default: a SQLite file; 'postgresql' for a fresh database on "
+                        "postgresql://postgres@127.0.0.1:5432 (dropped afterwards)")
     parser.add_argument("--profile", action="store_true", help="print the top functions (cProfile)")
     opts = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, scratch_database(opts.database_url, Path(tmp)) as url:
@@ -124,35 +103,26 @@ def main() -> None:
         claimed = time.process_time()
         for start in range(0, len(claims), opts.batch):
             completions = []
-            for claim in claims[start : start + opts.batch]:
+            for claim in claims[start:start + opts.batch]:
                 moment = datetime.now(UTC)
                 attempt = AttemptRecord(
-                    job_id=claim.job_id,
-                    history_id=history_id(moment),
-                    start_time=moment,
-                    end_time=moment,
-                    expected_time=claim.expected_time,
-                    action_name=ActionName.MainAction,
+                    job_id=claim.job_id, history_id=history_id(moment), start_time=moment, end_time=moment,
+                    expected_time=claim.expected_time, action_name=ActionName.MainAction,
                     status=AttemptStatus.Completed,
-                    message="Http Action - Response from host '127.0.0.1': '200 OK' Body: ok",
-                    retry_count=0,
-                    repeat_count=claim.repeat_count,
-                    counts_as_execution=True,
+                    message="Http Action - Response from host '127.0.0.1': '200 OK' Body: ok", retry_count=0,
+                    repeat_count=claim.repeat_count, counts_as_execution=True,
                 )
-                completions.append(
-                    Completion(claim=claim, attempt=attempt, count_fault=False, faulted=False, max_occurrences=None)
-                )
+                completions.append(Completion(claim=claim, attempt=attempt, count_fault=False, faulted=False,
+                                              max_occurrences=None))
             store.write(completions)
         completed = time.process_time()
         if profiler:
             profiler.disable()
         database.dispose()
     n = max(1, len(claims))
-    print(
-        f"{database.dialect}: {len(claims):,} occurrences in batches of {opts.batch}: "
-        f"claim {1e6 * (claimed - began) / n:.0f} µs, complete {1e6 * (completed - claimed) / n:.0f} µs, "
-        f"total {1e6 * (completed - began) / n:.0f} µs CPU per occurrence"
-    )
+    print(f"{database.dialect}: {len(claims):,} occurrences in batches of {opts.batch}: "
+          f"claim {1e6 * (claimed - began) / n:.0f} µs, complete {1e6 * (completed - claimed) / n:.0f} µs, "
+          f"total {1e6 * (completed - began) / n:.0f} µs CPU per occurrence")
     if profiler:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
         if os.environ.get("DBPATH_CALLERS"):

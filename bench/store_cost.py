@@ -21,7 +21,7 @@ from pathlib import Path
 import harness as h
 
 from scheduler_emulator.app import tune_garbage_collector
-from scheduler_emulator.dispatcher.definitions import JobClaim, read_definition
+from scheduler_emulator.dispatcher.definitions import Claim, read_definition
 from scheduler_emulator.domain.history import history_id
 from scheduler_emulator.domain.states import ActionName, AttemptStatus
 from scheduler_emulator.store.database import Database
@@ -32,7 +32,7 @@ CLAIM_BATCH = 200
 WRITE_BATCH = 100
 
 
-def completion(claim: JobClaim) -> Completion:
+def completion(claim: Claim) -> Completion:
     """A successful first attempt, as the dispatcher records it."""
     ended = datetime.now(UTC)
     attempt = AttemptRecord(
@@ -65,7 +65,7 @@ def one_round(store_kind: str, jobs: int) -> tuple[float, float]:
         store = DispatchStore(database, "store-cost", read_definition=read_definition)
         store.heartbeat(now, now + timedelta(hours=1))
         tune_garbage_collector()  # as the service does once it is built
-        claims: list[JobClaim] = []
+        claims: list[Claim] = []
         began = time.process_time()
         for _ in range(jobs // CLAIM_BATCH + 10):  # bounded: each pass claims up to a batch
             batch = store.claim_due(datetime.now(UTC), CLAIM_BATCH)
@@ -99,15 +99,11 @@ def main() -> None:
             claim_us, complete_us = one_round(store_kind, args.jobs)
             claims.append(claim_us)
             completions.append(complete_us)
-            print(
-                f"{store_kind} round {index + 1}: claim {claim_us:.1f} µs/job, complete {complete_us:.1f} µs/job",
-                flush=True,
-            )
-        print(
-            f"{store_kind}: median claim {statistics.median(claims):.1f} µs/job, "
-            f"complete {statistics.median(completions):.1f} µs/job ({args.jobs:,} jobs, {args.rounds} rounds)",
-            flush=True,
-        )
+            print(f"{store_kind} round {index + 1}: claim {claim_us:.1f} µs/job, complete {complete_us:.1f} µs/job",
+                  flush=True)
+        print(f"{store_kind}: median claim {statistics.median(claims):.1f} µs/job, "
+              f"complete {statistics.median(completions):.1f} µs/job ({args.jobs:,} jobs, {args.rounds} rounds)",
+              flush=True)
 
 
 if __name__ == "__main__":

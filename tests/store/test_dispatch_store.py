@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import delete, select, update
 
-from scheduler_emulator.dispatcher.definitions import JobClaim, read_definition
+from scheduler_emulator.dispatcher.definitions import Claim, read_definition
 from scheduler_emulator.domain.states import ActionName, AttemptStatus, JobState
 from scheduler_emulator.schemas.job import JobProperties
 from scheduler_emulator.store.database import Database
@@ -69,7 +69,7 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
         yield World(database, SetClock(T0))
 
 
-def attempt_for(claim: JobClaim, moment: datetime, succeeded: bool = True) -> AttemptRecord:
+def attempt_for(claim: Claim, moment: datetime, succeeded: bool = True) -> AttemptRecord:
     return AttemptRecord(
         job_id=claim.job_id,
         history_id=f"h{claim.occurrence_id}",
@@ -86,7 +86,7 @@ def attempt_for(claim: JobClaim, moment: datetime, succeeded: bool = True) -> At
     )
 
 
-def completion_for(claim: JobClaim, moment: datetime, succeeded: bool = True) -> Completion:
+def completion_for(claim: Claim, moment: datetime, succeeded: bool = True) -> Completion:
     return Completion(
         claim=claim,
         attempt=attempt_for(claim, moment, succeeded),

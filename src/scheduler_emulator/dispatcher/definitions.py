@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties
-from scheduler_emulator.store.dispatch_records import Claim
+from scheduler_emulator.store import dispatch_records
 
-JobClaim = Claim[JobProperties]
-"""A claim of the dispatcher's store: its ``properties`` are the job's parsed definition."""
+Claim = dispatch_records.Claim[JobProperties]
+"""A claim of the dispatcher's store, as the dispatcher sees it: its ``properties`` are the job's parsed
+definition."""
 
 
 def read_definition(definition: dict[str, Any]) -> JobProperties:

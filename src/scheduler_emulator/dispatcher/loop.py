@@ -16,7 +16,7 @@ from functools import partial
 from typing import TypeVar
 
 from scheduler_emulator.config import Settings
-from scheduler_emulator.dispatcher.definitions import JobClaim, read_definition
+from scheduler_emulator.dispatcher.definitions import Claim, read_definition
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.occurrence import OccurrenceRunner, Released
 from scheduler_emulator.dispatcher.recorder import (
@@ -107,7 +107,7 @@ class Dispatcher:
         self.counts = {"occurrences": 0, "attempts": 0, "failed": 0}  # since start (read by the stepping)
         # By occurrence id: the timer that starts each one at its time (a timer, not a sleeping task: at
         # 3,000 fires/s a task, a sleep future and an extra task step per occurrence were ~3 % of the CPU).
-        self._waiting: dict[int, tuple[asyncio.TimerHandle, JobClaim]] = {}
+        self._waiting: dict[int, tuple[asyncio.TimerHandle, Claim]] = {}
         self._generation = 0
         self._next_housekeeping: datetime | None = None
         # Leases after a pause: when the last heartbeat that went through began (monotonic and wall time; either
@@ -117,7 +117,7 @@ class Dispatcher:
         self._beat_wall: float | None = None
         self._confirming = asyncio.Lock()
         self._lost: set[int] = set()  # occurrence ids taken over by another dispatcher: never fired here
-        self._active: dict[int, JobClaim] = {}  # occurrences started here and not finished, by id
+        self._active: dict[int, Claim] = {}  # occurrences started here and not finished, by id
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -268,7 +268,7 @@ class Dispatcher:
 
     # -- one occurrence ---------------------------------------------------------------------------
 
-    def _wait_for(self, claim: JobClaim, generation: int, now: datetime, rounds: int = 0) -> None:
+    def _wait_for(self, claim: Claim, generation: int, now: datetime, rounds: int = 0) -> None:
         """Start ``claim``'s occurrence at its expected time; until then it is listed in ``_waiting``."""
         delay = (claim.expected_time - now).total_seconds()
         if rounds:
@@ -279,7 +279,7 @@ class Dispatcher:
         timer = asyncio.get_running_loop().call_later(delay, self._on_time, claim, generation, rounds)
         self._waiting[claim.occurrence_id] = (timer, claim)
 
-    def _on_time(self, claim: JobClaim, generation: int, rounds: int) -> None:
+    def _on_time(self, claim: Claim, generation: int, rounds: int) -> None:
         if self._stopping.is_set():
             return  # stop() hands it back
         now = self.clock.now()
@@ -290,7 +290,7 @@ class Dispatcher:
         self._waiting.pop(claim.occurrence_id, None)
         self._start(claim, generation, waited=True)
 
-    def _start(self, claim: JobClaim, generation: int, waited: bool) -> None:
+    def _start(self, claim: Claim, generation: int, waited: bool) -> None:
         task = asyncio.create_task(self._run_occurrence(claim, generation, waited))
         self._running.add(task)
         self._active[claim.occurrence_id] = claim
@@ -301,7 +301,7 @@ class Dispatcher:
         self._active.pop(occurrence_id, None)
         self._lost.discard(occurrence_id)
 
-    async def _run_occurrence(self, claim: JobClaim, generation: int, waited: bool) -> None:
+    async def _run_occurrence(self, claim: Claim, generation: int, waited: bool) -> None:
         """Run one occurrence due now; ``waited``: it was claimed ahead, so its job may have changed since."""
         if not await self.still_held(claim):
             return  # taken over by another dispatcher while this process was frozen
@@ -326,7 +326,7 @@ class Dispatcher:
         finally:
             self.metrics.in_flight.dec()
 
-    async def _still_current(self, claim: JobClaim) -> bool:
+    async def _still_current(self, claim: Claim) -> bool:
         """Whether an occurrence claimed ahead should still fire: an API write since the claim may have
         replaced, disabled or deleted its job (or disabled its collection). If not, it is given back."""
         try:
@@ -359,7 +359,7 @@ class Dispatcher:
         age = max(time.monotonic() - self._beat_monotonic, time.time() - self._beat_wall)
         return age < self._half_lease
 
-    async def still_held(self, claim: JobClaim) -> bool:
+    async def still_held(self, claim: Claim) -> bool:
         """Whether ``claim`` may fire (or retry) now: always, unless this process missed its heartbeats (frozen,
         or cut off from the database) long enough for its leases to run out — then what it holds is confirmed
         in the database first, and an occurrence another dispatcher took over meanwhile is not fired here."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext
-from scheduler_emulator.dispatcher.definitions import JobClaim
+from scheduler_emulator.dispatcher.definitions import Claim
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.recorder import BatchRecorder, patiently
 from scheduler_emulator.domain.clock import Clock, isoformat_z
@@ -53,7 +53,7 @@ class OccurrenceRunner:
         metrics: Metrics,
         stopping: asyncio.Event,
         on_attempt: Callable[[bool], None] | None = None,
-        still_held: Callable[[JobClaim], Awaitable[bool]] | None = None,
+        still_held: Callable[[Claim], Awaitable[bool]] | None = None,
     ) -> None:
         """``still_held(claim)``: whether the occurrence is still this dispatcher's, asked before each retry (a
         process frozen while it waited may have lost it to another dispatcher: it then stops, as Released)."""
@@ -68,7 +68,7 @@ class OccurrenceRunner:
         self._limits: dict[tuple[str, str], Limits] = {}
         self._attempt_counters: dict[tuple[str, str, str], Any] = {}
 
-    async def run(self, claim: JobClaim) -> Finish | None:
+    async def run(self, claim: Claim) -> Finish | None:
         """Fire the occurrence: the main action, retried by its policy; if it fails for good, the error action
         (retried by its own policy, else the main one's); then complete it. Returns how its job moved on (None:
         the job was deleted meanwhile). Raises Released when the dispatcher stops before a retry."""
@@ -109,7 +109,7 @@ class OccurrenceRunner:
     async def _write(self, item: AttemptRecord | Completion) -> Any:
         return await patiently(lambda: self.recorder.submit(item), self.stopping)
 
-    def _limits_of(self, claim: JobClaim) -> Limits:
+    def _limits_of(self, claim: Claim) -> Limits:
         quota = claim.collection_properties.get("quota")  # the only part that matters, usually absent
         key = (claim.sku, json.dumps(quota, sort_keys=True) if quota else "")
         limits = self._limits.get(key)
@@ -121,7 +121,7 @@ class OccurrenceRunner:
         return limits
 
     async def _attempts(
-        self, claim: JobClaim, action: ActionBase, plan: RetryPlan, action_name: ActionName, execution_tag: str
+        self, claim: Claim, action: ActionBase, plan: RetryPlan, action_name: ActionName, execution_tag: str
     ) -> tuple[bool, AttemptRecord | None]:
         """The first attempt and up to ``plan.retries`` retries, stopping at the first success. Every
         attempt but the last is recorded here; the last is returned unrecorded, for the caller to record
@@ -205,7 +205,7 @@ class OccurrenceRunner:
         if self.stopping.is_set():
             raise Released
 
-    async def _postponed(self, claim: JobClaim, skipped: Skipped, downtime: bool) -> None:
+    async def _postponed(self, claim: Claim, skipped: Skipped, downtime: bool) -> None:
         now = self.clock.now()
         count = f"more than {skipped.count}" if skipped.more else str(skipped.count)
         span = f"from {isoformat_z(skipped.first)}" if skipped.first else ""

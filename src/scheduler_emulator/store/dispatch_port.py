@@ -100,8 +100,6 @@ class DispatchStore(Generic[D]):
         dispatcher) is not claimed again."""
         until = until or now
         with self.database.session() as session:
-            decisions: list[_Decision[D]] = []
-            set_aside: list[JobMove] = []
             rows = sql.due_jobs(
                 session,
                 now,
@@ -113,24 +111,7 @@ class DispatchStore(Generic[D]):
             )
             if rows:
                 pause_point("claim-locked")  # fault tests: frozen while holding the rows' locks
-            for row in rows:
-                try:
-                    decision = self._decide(session, row, now, until)
-                except ValueError as exc:  # pydantic's ValidationError included
-                    # A definition stored by an earlier version that today's stricter rules refuse (a Service
-                    # Bus namespace under 6 characters, a tab in a header...): it must not stop every other
-                    # job's claim. It is set aside (no next time, lease released) until a PUT replaces it.
-                    log.error(
-                        "job %s is not fired: its stored definition no longer passes validation (%s); "
-                        "replace it with a PUT to schedule it again",
-                        row.name,
-                        str(exc).replace("\n", " ")[:300],
-                    )
-                    set_aside.append(JobMove(row.id, None, row.repeat_count, None, None))
-                    continue
-                if decision is not None:
-                    decisions.append(decision)
-            self.batches.move_jobs(session, set_aside)
+            decisions = self._decide_all(session, rows, now, until)
             inserted = self.batches.insert_occurrences(
                 session,
                 [NewOccurrence(d.row.id, d.expected, d.repeat) for d in decisions if d.occurrence_id is None],
@@ -141,7 +122,6 @@ class DispatchStore(Generic[D]):
                 d.occurrence_id if d.occurrence_id is not None else inserted.get((d.row.id, d.expected))
                 for d in decisions
             ]
-            collections: dict[str, dict[str, Any]] = {}  # properties by their JSON text: decoded once each
             self.batches.move_jobs(
                 session,
                 [
@@ -155,30 +135,36 @@ class DispatchStore(Generic[D]):
                     for d, occurrence_id in zip(decisions, ids, strict=True)
                 ],
             )
+            collections: dict[str, dict[str, Any]] = {}  # properties by their JSON text: decoded once each
             return [
-                Claim(
-                    job_id=d.row.id,
-                    occurrence_id=occurrence_id,
-                    version=d.row.version,
-                    expected_time=d.expected,
-                    repeat_count=d.repeat,
-                    skipped=d.skipped,
-                    properties=d.properties,
-                    timing=d.timing,
-                    job_name=d.row.name,
-                    collection_name=d.row.collection_name,
-                    region=d.row.location,
-                    sku=d.row.sku,
-                    collection_properties=_decoded(collections, d.row.collection_properties),
-                    manual=d.manual,
-                    resumed=d.resumed,
-                    executions=d.row.execution_count,
-                    next_time=d.next_time,
-                    origin=d.row.series_origin,
-                )
+                d.claim(occurrence_id, _decoded(collections, d.row.collection_properties))
                 for d, occurrence_id in zip(decisions, ids, strict=True)
                 if occurrence_id is not None  # else: already recorded (fired) by another dispatcher
             ]
+
+    def _decide_all(self, session: Session, rows: list[Any], now: datetime, until: datetime) -> list[_Decision[D]]:
+        """What the claim does to each due job (see _decide), for those that have something to run."""
+        decisions: list[_Decision[D]] = []
+        set_aside: list[JobMove] = []
+        for row in rows:
+            try:
+                decision = self._decide(session, row, now, until)
+            except ValueError as exc:  # pydantic's ValidationError included
+                # A definition stored by an earlier version that today's stricter rules refuse (a Service
+                # Bus namespace under 6 characters, a tab in a header...): it must not stop every other
+                # job's claim. It is set aside (no next time, lease released) until a PUT replaces it.
+                log.error(
+                    "job %s is not fired: its stored definition no longer passes validation (%s); "
+                    "replace it with a PUT to schedule it again",
+                    row.name,
+                    str(exc).replace("\n", " ")[:300],
+                )
+                set_aside.append(JobMove(row.id, None, row.repeat_count, None, None))
+                continue
+            if decision is not None:
+                decisions.append(decision)
+        self.batches.move_jobs(session, set_aside)
+        return decisions
 
     def _decide(self, session: Session, row: Any, now: datetime, until: datetime) -> _Decision[D] | None:
         """Which occurrence the job runs now, and where its schedule moves; None when it has nothing to run."""
@@ -366,24 +352,12 @@ class DispatchStore(Generic[D]):
                 faulted=completion.faulted,
                 still_current=job.version == claim.version and job.state == JobState.Enabled,
             )
-            attempt = completion.attempt if completion.attempt and completion.attempt.counts_as_execution else None
             finishes.append(
                 JobFinish(
                     job_id=claim.job_id,
                     owner=None if job.lease_owner == self.owner else job.lease_owner,
-                    counters=Counters(
-                        executions=int(attempt is not None),
-                        failures=int(attempt is not None and attempt.failed),
-                        faults=int(completion.count_fault),
-                        last_execution_time=attempt.start_time if attempt is not None else None,
-                    ),
-                    schedule=ScheduleMove(
-                        next_time=finish.next_time,
-                        state=finish.state or job.state,
-                        finished_at=now if finish.state is not None else None,
-                    )
-                    if finish.schedule_moves
-                    else None,
+                    counters=_counters(completion),
+                    schedule=_schedule(finish, job.state, now) if finish.schedule_moves else None,
                 )
             )
             results.append(finish)
@@ -461,6 +435,26 @@ class DispatchStore(Generic[D]):
             sql.prune_finished(session, finished_before, occurrences_before, self.wall.now() - timedelta(days=1))
 
 
+def _counters(completion: Completion) -> Counters:
+    """What ``completion`` adds to its job's counters: its last attempt counts when it was of the main action."""
+    attempt = completion.attempt if completion.attempt and completion.attempt.counts_as_execution else None
+    return Counters(
+        executions=int(attempt is not None),
+        failures=int(attempt is not None and attempt.failed),
+        faults=int(completion.count_fault),
+        last_execution_time=attempt.start_time if attempt is not None else None,
+    )
+
+
+def _schedule(finish: Finish, state: str, now: datetime) -> ScheduleMove:
+    """Where ``finish`` moves its job (in ``state`` until now) at ``now``."""
+    return ScheduleMove(
+        next_time=finish.next_time,
+        state=finish.state or state,
+        finished_at=now if finish.state is not None else None,
+    )
+
+
 def _decoded(cache: dict[str, dict[str, Any]], text: str) -> dict[str, Any]:
     """``text`` decoded as JSON, once per distinct text (``cache``: those decoded so far)."""
     value = cache.get(text)
@@ -484,6 +478,30 @@ class _Decision(Generic[D]):
     run_requested_at: datetime | None
     occurrence_id: int | None = None  # set for a resumed occurrence; new ones get theirs on insert
     resumed: bool = False
+
+    def claim(self, occurrence_id: int, collection_properties: dict[str, Any]) -> Claim[D]:
+        """The claim of this decision's occurrence, recorded as ``occurrence_id``."""
+        row = self.row
+        return Claim(
+            job_id=row.id,
+            occurrence_id=occurrence_id,
+            version=row.version,
+            expected_time=self.expected,
+            repeat_count=self.repeat,
+            skipped=self.skipped,
+            properties=self.properties,
+            timing=self.timing,
+            job_name=row.name,
+            collection_name=row.collection_name,
+            region=row.location,
+            sku=row.sku,
+            collection_properties=collection_properties,
+            manual=self.manual,
+            resumed=self.resumed,
+            executions=row.execution_count,
+            next_time=self.next_time,
+            origin=row.series_origin,
+        )
 
 
 class _Definitions(Generic[D]):

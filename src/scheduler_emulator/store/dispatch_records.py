@@ -134,7 +134,7 @@ class ScheduleMove(NamedTuple):
     """Where an occurrence's end moves its job's schedule (when no API write changed the job meanwhile)."""
 
     next_time: datetime | None  # when the job is next due (None: not scheduled)
-    state: JobState  # the job's state from now on
+    state: str  # the job's state from now on (a JobState value)
     finished_at: datetime | None  # when the job completed or faulted; None leaves it as it is
 
 

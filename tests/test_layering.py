@@ -1,0 +1,100 @@
+"""The package's layering, read from its source (STYLE, "The house"): each module's imports — at the top, inside
+functions and under TYPE_CHECKING alike — are parsed with ``ast``, nothing is imported. A rule broken names the
+module and what it imports."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import scheduler_emulator
+
+PACKAGE = Path(scheduler_emulator.__file__).parent
+
+
+def imported(path: Path, root: Path = PACKAGE) -> Iterator[str]:
+    """Every module ``path`` (a file of the package at ``root``) imports, by its full name; ``from a.b import c``
+    counts as ``a.b`` and ``a.b.c`` (``c`` may be a module)."""
+    module = ".".join(("scheduler_emulator", *path.relative_to(root).with_suffix("").parts))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package this module is in
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def violations(
+    layer: str, forbidden: tuple[str, ...], allowed: tuple[str, ...] = (), root: Path = PACKAGE
+) -> list[str]:
+    """``module: import`` for each import of a module in ``forbidden`` (or below it) by a module of ``layer``."""
+
+    def within(name: str, prefixes: tuple[str, ...]) -> bool:
+        return any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes)
+
+    found = []
+    for path in sorted((root / layer).rglob("*.py")):
+        for name in imported(path, root):
+            if within(name, forbidden) and not within(name, allowed):
+                found.append(f"{path.relative_to(root)}: {name}")
+    return found
+
+
+def test_the_rules_see_an_import_that_breaks_them(tmp_path: Path) -> None:
+    """The walker itself, on a package of one module: absolute, relative and function-level imports are seen."""
+    root = tmp_path / "scheduler_emulator"
+    (root / "store").mkdir(parents=True)
+    (root / "store" / "probe.py").write_text(
+        "from ..schemas.job import JobProperties\n"
+        "def f():\n"
+        "    import scheduler_emulator.virtual_clock\n"
+        "    from scheduler_emulator import schemas\n"
+    )
+
+    assert violations("store", ("scheduler_emulator.schemas", "scheduler_emulator.virtual_clock"), root=root) == [
+        "store/probe.py: scheduler_emulator.schemas.job",
+        "store/probe.py: scheduler_emulator.schemas.job.JobProperties",
+        "store/probe.py: scheduler_emulator.virtual_clock",
+        "store/probe.py: scheduler_emulator.schemas",
+    ]
+
+
+def test_the_store_imports_no_wire_model() -> None:
+    """store/ persists domain values and plain fields; turning wire models into them is service/'s or
+    dispatcher/'s work (the dispatcher gives its store the reader of a job definition). ``schemas.job_shape`` is
+    allowed: the declaration of where a definition's secrets sit, which the store walks to seal them at rest —
+    tables of paths, no model."""
+    assert violations("store", ("scheduler_emulator.schemas",), allowed=("scheduler_emulator.schemas.job_shape",)) == []
+
+
+@pytest.mark.parametrize("layer", ["dispatcher", "domain", "store", "service"])
+def test_no_layer_below_the_app_imports_the_concrete_virtual_clock(layer: str) -> None:
+    """The dispatcher (and what it stands on) takes any ``domain.clock.Clock``; only the app and the stepping
+    that serves POST /_emulator/clock know the virtual one."""
+    assert violations(layer, ("scheduler_emulator.virtual_clock",)) == []
+
+
+def test_the_domain_stays_pure() -> None:
+    """domain/ does no I/O of a web framework, database or HTTP client, and imports no other layer."""
+    forbidden = (
+        "fastapi",
+        "starlette",
+        "sqlalchemy",
+        "httpx",
+        "aiohttp",
+        "psycopg",
+        "scheduler_emulator.api",
+        "scheduler_emulator.service",
+        "scheduler_emulator.store",
+        "scheduler_emulator.dispatcher",
+        "scheduler_emulator.schemas",
+    )
+    assert violations("domain", forbidden) == []
