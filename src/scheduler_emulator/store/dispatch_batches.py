@@ -345,6 +345,8 @@ class SqliteBatches(Batches):
     def insert_occurrences(
         self, session: Session, occurrences: Sequence[NewOccurrence], owner: str, now: datetime
     ) -> dict[tuple[int, datetime], int]:
+        if not occurrences:
+            return {}
         claimed_at = _SQLITE_TIME_IN(now)
         connection = session.connection()
         inserted: dict[tuple[int, datetime], int] = {}
