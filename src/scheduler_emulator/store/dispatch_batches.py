@@ -41,16 +41,10 @@ from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.orm import Session
 from sqlalchemy.types import TypeEngine
 
-from scheduler_emulator.store.dispatch_records import (
-    AttemptRecord,
-    JobFinish,
-    JobMove,
-    NewOccurrence,
-    OccurrenceEnd,
-)
+from scheduler_emulator.store.dispatch_records import AttemptRecord, JobFinish, JobMove, NewOccurrence, OccurrenceEnd
 from scheduler_emulator.store.models import HISTORY, JOBS, OCCURRENCES
 
-Row = tuple[Any, ...]  # one row's parameters, in the order of its statement's ``kinds``
+Row = tuple[Any, ...]  # one row's parameters, in the order of its statement's ``kinds`` (more may follow, unread)
 
 
 class RowsUpdate:
@@ -100,7 +94,7 @@ MOVE_JOBS = RowsUpdate(
     },
 )
 
-# An occurrence's end for its job: the lease and Counters' fields, added to the job's counters.
+# An occurrence's end for its job (JobFinish's fields): the lease, and what it adds to the job's counters.
 _RELEASE_KINDS: dict[str, TypeEngine[Any]] = {
     "job_id": JOBS.c.id.type,
     "owner": JOBS.c.lease_owner.type,
@@ -123,7 +117,7 @@ def _counted(row: Mapping[str, Any]) -> dict[Any, Any]:
 
 # Counters and lease only: an API write changed the job meanwhile, and that write stands.
 RELEASE_JOBS = RowsUpdate(JOBS, _RELEASE_KINDS, _counted)
-# Counters, lease and ScheduleMove's fields: the job's next due time and state move on.
+# Counters, lease and schedule: the job's next due time and state move on.
 FINISH_JOBS = RowsUpdate(
     JOBS,
     {
@@ -139,7 +133,7 @@ FINISH_JOBS = RowsUpdate(
         JOBS.c.finished_at: func.coalesce(row["finished_at"], JOBS.c.finished_at),
     },
 )
-# OccurrenceEnd's fields and the moment they ended.
+# OccurrenceEnd's fields.
 CLOSE_OCCURRENCES = RowsUpdate(
     OCCURRENCES,
     {
@@ -234,17 +228,17 @@ class Batches(ABC):
 
     def finish_jobs(self, session: Session, finishes: Sequence[JobFinish]) -> None:
         """Write occurrences' ends to their jobs: counters and lease, and the schedule where it moves."""
-        moved = [(f.job_id, f.owner, *f.counters, *f.schedule) for f in finishes if f.schedule is not None]
-        released = [(f.job_id, f.owner, *f.counters) for f in finishes if f.schedule is None]
+        moved = [finish for finish in finishes if finish.schedule_moves]
+        released = [finish for finish in finishes if not finish.schedule_moves]
         if moved:
             self._update(session, FINISH_JOBS, moved)
         if released:
             self._update(session, RELEASE_JOBS, released)
 
-    def close_occurrences(self, session: Session, ends: Sequence[OccurrenceEnd], now: datetime) -> None:
-        """Mark occurrences finished at ``now``, with their outcomes."""
+    def close_occurrences(self, session: Session, ends: Sequence[OccurrenceEnd]) -> None:
+        """Mark occurrences finished, with their outcomes."""
         if ends:
-            self._update(session, CLOSE_OCCURRENCES, [(end.occurrence_id, end.outcome, now) for end in ends])
+            self._update(session, CLOSE_OCCURRENCES, ends)
 
     def add_history(self, session: Session, attempts: Sequence[AttemptRecord]) -> None:
         """Insert the attempts' history entries (their counters are not moved here)."""
@@ -386,8 +380,12 @@ def _pg_array(values: Sequence[Any], kind: TypeEngine[Any]) -> str:
 
 def _as_arrays(kinds: dict[str, TypeEngine[Any]], rows: Sequence[Row]) -> dict[str, str]:
     """A batch's parameters as one array literal per parameter of ``kinds``."""
-    columns = zip(*rows, strict=True)
-    return {name: _pg_array(values, kind) for (name, kind), values in zip(kinds.items(), columns, strict=True)}
+    return {name: _pg_array([row[i] for row in rows], kind) for i, (name, kind) in enumerate(kinds.items())}
+
+
+def _named(kinds: dict[str, TypeEngine[Any]], row: Row) -> dict[str, Any]:
+    """One row's parameters by name (SQLAlchemy's executemany)."""
+    return {name: row[i] for i, name in enumerate(kinds)}
 
 
 class PostgresBatches(Batches):
@@ -402,13 +400,13 @@ class PostgresBatches(Batches):
         if len(rows) > 1 and len({row[0] for row in rows}) == len(rows):
             session.execute(statement.over_arrays, _as_arrays(statement.kinds, rows))
         else:
-            session.execute(statement.by_row, [dict(zip(statement.kinds, row, strict=True)) for row in rows])
+            session.execute(statement.by_row, [_named(statement.kinds, row) for row in rows])
 
     def _insert_history(self, session: Session, rows: Sequence[Row]) -> None:
         if len(rows) > 1:
             session.execute(INSERT_HISTORY_FROM_ARRAYS, _as_arrays(_HISTORY_KINDS, rows))
         else:
-            session.execute(INSERT_HISTORY, [dict(zip(_HISTORY_KINDS, row, strict=True)) for row in rows])
+            session.execute(INSERT_HISTORY, [_named(_HISTORY_KINDS, row) for row in rows])
 
     def _locked(self, session: Session, jobs: LockedJobs, job_ids: list[int]) -> Sequence[Any]:
         return session.execute(jobs.over_array, {"ids": _pg_array(job_ids, JOBS.c.id.type)}).all()

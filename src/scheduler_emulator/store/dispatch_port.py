@@ -47,7 +47,6 @@ from scheduler_emulator.store.dispatch_records import (
     AttemptRecord,
     Claim,
     Completion,
-    Counters,
     D,
     DefinitionReader,
     JobFinish,
@@ -55,7 +54,6 @@ from scheduler_emulator.store.dispatch_records import (
     JobStatus,
     NewOccurrence,
     OccurrenceEnd,
-    ScheduleMove,
     Write,
 )
 from scheduler_emulator.store.wakeups import PostgresWakeups
@@ -327,11 +325,10 @@ class DispatchStore(Generic[D]):
             session,
             [
                 OccurrenceEnd(
-                    c.claim.occurrence_id, OccurrenceOutcome.Faulted if c.faulted else OccurrenceOutcome.Completed
+                    c.claim.occurrence_id, OccurrenceOutcome.Faulted if c.faulted else OccurrenceOutcome.Completed, now
                 )
                 for c in completions
             ],
-            now,
         )
         results: list[Finish | None] = []
         finishes: list[JobFinish] = []
@@ -352,12 +349,19 @@ class DispatchStore(Generic[D]):
                 faulted=completion.faulted,
                 still_current=job.version == claim.version and job.state == JobState.Enabled,
             )
+            attempt = completion.attempt if completion.attempt and completion.attempt.counts_as_execution else None
             finishes.append(
                 JobFinish(
                     job_id=claim.job_id,
                     owner=None if job.lease_owner == self.owner else job.lease_owner,
-                    counters=_counters(completion),
-                    schedule=_schedule(finish, job.state, now) if finish.schedule_moves else None,
+                    executions=int(attempt is not None),
+                    failures=int(attempt is not None and attempt.failed),
+                    faults=int(completion.count_fault),
+                    last_execution_time=attempt.start_time if attempt is not None else None,
+                    next_time=finish.next_time,
+                    state=finish.state or job.state,
+                    finished_at=now if finish.state is not None else None,
+                    schedule_moves=finish.schedule_moves,
                 )
             )
             results.append(finish)
@@ -433,26 +437,6 @@ class DispatchStore(Generic[D]):
         with self.database.session() as session:
             sql.prune_history(session, history_max_entries, history_before)
             sql.prune_finished(session, finished_before, occurrences_before, self.wall.now() - timedelta(days=1))
-
-
-def _counters(completion: Completion) -> Counters:
-    """What ``completion`` adds to its job's counters: its last attempt counts when it was of the main action."""
-    attempt = completion.attempt if completion.attempt and completion.attempt.counts_as_execution else None
-    return Counters(
-        executions=int(attempt is not None),
-        failures=int(attempt is not None and attempt.failed),
-        faults=int(completion.count_fault),
-        last_execution_time=attempt.start_time if attempt is not None else None,
-    )
-
-
-def _schedule(finish: Finish, state: str, now: datetime) -> ScheduleMove:
-    """Where ``finish`` moves its job (in ``state`` until now) at ``now``."""
-    return ScheduleMove(
-        next_time=finish.next_time,
-        state=finish.state or state,
-        finished_at=now if finish.state is not None else None,
-    )
 
 
 def _decoded(cache: dict[str, dict[str, Any]], text: str) -> dict[str, Any]:

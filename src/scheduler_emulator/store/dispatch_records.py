@@ -120,32 +120,23 @@ class JobMove(NamedTuple):
     owner: str | None  # the lease: this dispatcher's name, another's (kept), or None (released)
 
 
-class Counters(NamedTuple):
-    """What an occurrence's end adds to its job's counters (jobs.execution_count, failure_count, faulted_count,
-    last_execution_time)."""
+class JobFinish(NamedTuple):
+    """An occurrence's end for its job, written in one UPDATE: the counters and lease always; the schedule only
+    when ``schedule_moves`` (False: an API write changed the job meanwhile, and that write stands). Flat, in the
+    order of the statement's parameters: the row is the driver's parameters as it is."""
 
+    job_id: int
+    owner: str | None  # the lease after the end: None when it was this dispatcher's, else the holder's (kept)
+    # What the end adds to the job's counters (execution_count, failure_count, faulted_count, last_execution_time):
     executions: int  # 1 when the last attempt was of the main action (it counts as an execution), else 0
     failures: int  # 1 when that attempt failed, else 0
     faults: int  # 1 when the occurrence faulted and no error action counted it already, else 0
     last_execution_time: datetime | None  # that attempt's start; None leaves the job's as it is
-
-
-class ScheduleMove(NamedTuple):
-    """Where an occurrence's end moves its job's schedule (when no API write changed the job meanwhile)."""
-
+    # Where the schedule moves, when it does:
     next_time: datetime | None  # when the job is next due (None: not scheduled)
     state: str  # the job's state from now on (a JobState value)
     finished_at: datetime | None  # when the job completed or faulted; None leaves it as it is
-
-
-class JobFinish(NamedTuple):
-    """An occurrence's end for its job, written in one UPDATE: counters and lease always; the schedule only when
-    the job is still the one claimed (``schedule`` None: an API write changed it meanwhile, and that write stands)."""
-
-    job_id: int
-    owner: str | None  # the lease after the end: None when it was this dispatcher's, else the holder's (kept)
-    counters: Counters
-    schedule: ScheduleMove | None
+    schedule_moves: bool
 
 
 class NewOccurrence(NamedTuple):
@@ -157,7 +148,8 @@ class NewOccurrence(NamedTuple):
 
 
 class OccurrenceEnd(NamedTuple):
-    """How an occurrence ended."""
+    """How and when an occurrence ended."""
 
     occurrence_id: int
     outcome: OccurrenceOutcome
+    finished_at: datetime
