@@ -122,13 +122,13 @@ class DispatchStore(Generic[D]):
             ]
             self.batches.move_jobs(
                 session,
-                [
+                [  # positional (job, next time, repeat count, run request, lease): a µs less per claim than keywords
                     JobMove(
-                        job_id=d.row.id,
-                        next_time=d.next_time,
-                        repeat_count=d.repeat if not d.resumed else d.row.repeat_count,
-                        run_requested_at=d.run_requested_at,
-                        owner=self.owner if occurrence_id is not None else None,
+                        d.row.id,
+                        d.next_time,
+                        d.repeat if not d.resumed else d.row.repeat_count,
+                        d.run_requested_at,
+                        self.owner if occurrence_id is not None else None,
                     )
                     for d, occurrence_id in zip(decisions, ids, strict=True)
                 ],
