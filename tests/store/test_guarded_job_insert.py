@@ -84,7 +84,9 @@ def new_job(collection_id: int, name: str = "new") -> JobRow:
 def insert(database: Database, job: JobRow, version: str, max_jobs: int = 10) -> bool:
     with database.session() as session:
         repo.find_collection(session, "s", "g", "c")  # the transaction has begun, as in the API
-        return repo.insert_job_locked_and_commit(session, job, version, max_jobs, [LOCK])
+        return repo.insert_job_locked_and_commit(
+            session, job, collection_version=version, max_jobs=max_jobs, locks=[LOCK]
+        )
 
 
 def job_names(database: Database, collection_id: int) -> list[str]:
@@ -228,6 +230,8 @@ def test_a_failure_of_the_insert_is_sqlalchemys_error(database: Database) -> Non
         repo.lock(holder, LOCK)
         with pytest.raises(OperationalError, match="lock timeout"), database.session() as session:
             session.execute(text("SET LOCAL lock_timeout = '200ms'"))
-            repo.insert_job_locked_and_commit(session, new_job(collection), version, 10, [LOCK])
+            repo.insert_job_locked_and_commit(
+                session, new_job(collection), collection_version=version, max_jobs=10, locks=[LOCK]
+            )
     assert job_names(database, collection) == []
     assert insert(database, new_job(collection), version)  # the pool's connection is usable again
