@@ -189,14 +189,14 @@ def test_a_create_whose_collection_changed_meanwhile_is_decided_again_under_the_
     add_job(database, collection, "first", T0)
     guarded = repo.insert_job_locked_and_commit
 
-    def quota_set_meanwhile(session: Any, job: JobRow, version: str, max_jobs: int, locks: Any) -> bool:
+    def quota_set_meanwhile(session: Any, job: JobRow, **guard: Any) -> bool:
         with database.session() as other:
             other.execute(
                 update(JobCollectionRow)
                 .where(JobCollectionRow.id == collection)
                 .values(properties={"state": "Enabled", "quota": {"maxJobCount": 1}})
             )
-        return guarded(session, job, version, max_jobs, locks)
+        return guarded(session, job, **guard)
 
     monkeypatch.setattr(repo, "insert_job_locked_and_commit", quota_set_meanwhile)
     with pytest.raises(Conflict, match="already holds 1 jobs"):
@@ -210,9 +210,9 @@ def test_a_create_whose_name_was_taken_meanwhile_replaces_that_job(
     collection = add_collection(database)
     guarded = repo.insert_job_locked_and_commit
 
-    def created_meanwhile(session: Any, job: JobRow, version: str, max_jobs: int, locks: Any) -> bool:
+    def created_meanwhile(session: Any, job: JobRow, **guard: Any) -> bool:
         add_job(database, collection, "Twin", T0)
-        return guarded(session, job, version, max_jobs, locks)
+        return guarded(session, job, **guard)
 
     monkeypatch.setattr(repo, "insert_job_locked_and_commit", created_meanwhile)
     job, created = put_job(database, "twin")
