@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from sqlalchemy.engine import make_url
 
 from scheduler_emulator.store.dispatching import WAKE_CHANNEL, wake_payload
@@ -47,6 +46,8 @@ class PostgresWakeups:
                 await self._task
 
     async def _listen(self) -> None:
+        import psycopg  # here, not at the top: a process on SQLite never needs it (~0.15 s of imports)
+
         pause = 0.5
         while True:
             try:
