@@ -121,6 +121,7 @@ def main() -> None:
     parser.add_argument("--stores", default=",".join(STORES))
     parser.add_argument("--src", action="append", default=[], metavar="NAME=DIR")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stopped: still drop the databases, remove the dirs
     stores = [s for s in args.stores.split(",") if s]
     for store in stores:
         if store not in STORES:
