@@ -1,15 +1,19 @@
-"""What starting an emulator process costs: the CPU of importing the package, and the wall time and CPU from
-exec'ing ``scheduler-emulator --port 0 --data-dir D`` to its "Listening on" line, on SQLite with a fresh data
-dir, on SQLite with an existing (already migrated) one, and on an existing PostgreSQL database. The test suite
-starts a couple of hundred emulator processes, so each 0.1 s of CPU here is felt. A benchmark, not a test.
+"""What starting an emulator process costs: the CPU of importing the package (a new interpreter's CPU once the
+imports are done), and the wall time and CPU from exec'ing ``python -m scheduler_emulator --port 0 --data-dir D``
+to its "Listening on" line, plus the CPU of its whole life when stopped (SIGTERM) right then, on SQLite with a
+fresh data dir, on SQLite with an existing (already migrated) one, and on an existing PostgreSQL database. The
+test suite starts a couple of hundred emulator processes, so each 0.1 s of CPU here is felt. A benchmark, not a
+test.
 
 Usage: .venv/bin/python bench/startup.py [--runs 9] [--stores sqlite-fresh,sqlite-existing,pg]
                                          [--src NAME=DIR ...]
 
 ``--src NAME=DIR`` (repeatable) compares versions of the code in one run, interleaved (each round runs every
 version once, so a change in the machine's load hits them alike): DIR holds the ``scheduler_emulator`` package
-(e.g. ``git archive main src | tar -x -C /tmp/main``, then ``--src main=/tmp/main/src --src this=src``); it is
-put first on PYTHONPATH for the processes started. Default: this checkout's ``src`` only.
+(e.g. ``git archive main src migrations | tar -x -C /tmp/main``, then ``--src main=/tmp/main/src --src this=src``);
+it is put first on PYTHONPATH for the processes started. Default: this checkout's ``src`` only. With
+PYTHONDONTWRITEBYTECODE set, a DIR without compiled files (``python -m compileall DIR``) pays for compiling the
+package's sources at every start.
 
 Prints the median (and the spread: min-max) of each figure over the runs, and the load average before and
 after. CPU is the process's user+system time read from /proc when the line arrives (1/CLK_TCK resolution, all
@@ -60,12 +64,19 @@ class Version:
         self.figures.setdefault(figure, []).append(value)
 
 
-def child_cpu(command: list[str], env: dict[str, str]) -> float:
-    """User+system CPU seconds of running ``command`` to its end."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, timeout=START_TIMEOUT)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+def children_cpu() -> float:
+    """User+system CPU seconds of this process's children that have ended and been waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def import_cpu(code: str, env: dict[str, str]) -> float:
+    """The CPU seconds a new interpreter has used once ``code`` has run (its start included, its exit not)."""
+    report = "import resource; u = resource.getrusage(resource.RUSAGE_SELF); print(u.ru_utime + u.ru_stime)"
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\n{report}"], env=env, check=True, capture_output=True, text=True
+    )
+    return float(out.stdout.split()[-1])
 
 
 def process_cpu(pid: int) -> float:
@@ -73,11 +84,13 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / h.CLK_TCK  # utime, stime
 
 
-def start_to_listening(version: Version, data_dir: Path, database_url: str | None) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) from exec to the "Listening on" line; the process is stopped afterwards."""
+def start_to_listening(version: Version, data_dir: Path, database_url: str | None) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds) from exec to the "Listening on" line, and the CPU seconds of the whole life of
+    the process, stopped (SIGTERM) right after that line."""
     command = [sys.executable, "-m", "scheduler_emulator", "--port", "0", "--data-dir", str(data_dir)]
     if database_url:
         command += ["--database-url", database_url]
+    before = children_cpu()
     started = time.perf_counter()
     process = subprocess.Popen(
         command, env=version.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
@@ -98,10 +111,12 @@ def start_to_listening(version: Version, data_dir: Path, database_url: str | Non
                 output += chunk
                 if b"\nListening on" in b"\n" + output:
                     wall = time.perf_counter() - started
-                    return wall, process_cpu(process.pid)
+                    cpu = process_cpu(process.pid)
+                    break
     finally:
         h.stop_process(process, signal.SIGTERM, 40.0)
         process.stdout.close()
+    return wall, cpu, children_cpu() - before
 
 
 def loaded_from(version: Version) -> str:
@@ -144,19 +159,20 @@ def main() -> None:
                     version.pg_url = h.create_pg_database()
                     start_to_listening(version, root / f"{version.name}-pg", version.pg_url)
             for run in range(args.runs):
-                python_cpu.append(child_cpu([sys.executable, "-c", "pass"], versions[0].env()))
+                python_cpu.append(import_cpu("pass", versions[0].env()))
                 for version in versions:
-                    version.add("import CPU", child_cpu([sys.executable, "-c", IMPORT], version.env()))
+                    version.add("import CPU", import_cpu(IMPORT, version.env()))
                     for store in stores:
                         if store == "sqlite-fresh":
-                            wall, cpu = start_to_listening(version, root / f"{version.name}-fresh-{run}", None)
+                            wall, cpu, life = start_to_listening(version, root / f"{version.name}-fresh-{run}", None)
                         elif store == "sqlite-existing":
                             assert version.existing_dir is not None
-                            wall, cpu = start_to_listening(version, version.existing_dir, None)
+                            wall, cpu, life = start_to_listening(version, version.existing_dir, None)
                         else:
-                            wall, cpu = start_to_listening(version, root / f"{version.name}-pg", version.pg_url)
+                            wall, cpu, life = start_to_listening(version, root / f"{version.name}-pg", version.pg_url)
                         version.add(f"{store}: exec→Listening CPU", cpu)
                         version.add(f"{store}: exec→Listening wall", wall)
+                        version.add(f"{store}: exec→exit CPU (stopped at once)", life)
                 print(f"run {run + 1}/{args.runs} done (load {os.getloadavg()[0]:.1f})", file=sys.stderr)
         finally:
             for version in versions:
