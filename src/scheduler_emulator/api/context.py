@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
+from concurrent.futures import Executor
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -174,7 +176,7 @@ async def in_session_locking_late(request: Request, work: Callable[[WriteScope],
                 announce_change(session, not_before)
             return result, woken, not_before
 
-    result, wake, not_before = await _in_thread(run)
+    result, wake, not_before = await _in_thread(run, database.writer())
     if wake:
         wake_dispatcher(request, not_before)
     return result
@@ -193,9 +195,12 @@ async def in_read_session(request: Request, work: Callable[[Session], T]) -> T:
     return await _in_thread(run)
 
 
-async def _in_thread(run: Callable[[], T]) -> T:
-    """``run`` on a worker thread; domain errors become ARM errors, the database's state a 503."""
+async def _in_thread(run: Callable[[], T], executor: Executor | None = None) -> T:
+    """``run`` on ``executor``'s thread (Database.writer) or else a worker thread; domain errors become ARM
+    errors, the database's state a 503."""
     try:
+        if executor is not None:
+            return await asyncio.get_running_loop().run_in_executor(executor, run)
         return await run_in_threadpool(run)
     except (FieldError, Conflict, NotFound, InvalidName, TooLarge) as exc:
         raise errors.from_domain(exc) or exc from None

@@ -6,6 +6,7 @@ import math
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,6 +191,8 @@ class Database:
         elif self.dialect == "postgresql":
             _ping_when_idle(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._writer: ThreadPoolExecutor | None = None
+        self._writer_guard = threading.Lock()
         self._read_sessions = self._sessions
         self._read_lock = self._lock
         self.read_engine: Engine = self.engine
@@ -209,6 +212,18 @@ class Database:
         """A session in a transaction: committed on success, rolled back on error."""
         with self._lock or nullcontext(), self._sessions() as session, session.begin():
             yield session
+
+    def writer(self) -> Executor | None:
+        """SQLite: the one thread that runs the API's transactions, one after another (None elsewhere). They
+        take turns on the write lock anyway: queued for one thread that stays busy while they keep coming, they
+        no longer hand the lock (and the interpreter's) from one waiting worker thread to the next, which was
+        a sixth of a PUT's CPU with 16 clients. PostgreSQL's transactions run side by side on a pool."""
+        if self._lock is None:
+            return None
+        with self._writer_guard:
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
+            return self._writer
 
     @contextmanager
     def read_session(self) -> Iterator[Session]:
@@ -264,6 +279,10 @@ class Database:
                 autocommit.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def dispose(self) -> None:
+        with self._writer_guard:
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.shutdown(wait=True)
         self.engine.dispose()
         if self.read_engine is not self.engine:
             self.read_engine.dispose()
