@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
+from concurrent.futures import Executor
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -185,8 +187,32 @@ async def in_session_locking_late(request: Request, work: Callable[[WriteScope],
                 announce_change(session, not_before)
             return result, woken, not_before
 
+    result, wake, not_before = await _in_thread(run, database.writer())
+    if wake:
+        wake_dispatcher(request, not_before)
+    return result
+
+
+async def in_read_session(request: Request, work: Callable[[Session], T]) -> T:
+    """Run ``work``, which only reads, in one read transaction (Database.read_session: on SQLite it neither
+    waits for writes and the dispatcher's transactions nor holds them up) on a worker thread; domain errors
+    become ARM errors. A write through its session fails."""
+    database: Database = request.app.state.database
+
+    def run() -> T:
+        with database.read_session() as session:
+            return work(session)
+
+    return await _in_thread(run)
+
+
+async def _in_thread(run: Callable[[], T], executor: Executor | None = None) -> T:
+    """``run`` on ``executor``'s thread (Database.writer) or else a worker thread; domain errors become ARM
+    errors, the database's state a 503."""
     try:
-        result, wake, not_before = await run_in_threadpool(run)
+        if executor is not None:
+            return await asyncio.get_running_loop().run_in_executor(executor, run)
+        return await run_in_threadpool(run)
     except (FieldError, Conflict, NotFound, InvalidName, TooLarge) as exc:
         raise errors.from_domain(exc) or exc from None
     except (OperationalError, PoolTimeout) as exc:
@@ -198,6 +224,3 @@ async def in_session_locking_late(request: Request, work: Callable[[WriteScope],
         if exc.connection_invalidated:
             raise errors.service_unavailable("The database connection was lost; try again shortly.") from None
         raise
-    if wake:
-        wake_dispatcher(request, not_before)
-    return result

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
-from scheduler_emulator.api.context import in_session, json_object, now, retry_floor
+from scheduler_emulator.api.context import in_read_session, in_session, json_object, now, retry_floor
 from scheduler_emulator.api.jobs import collection_ref
 from scheduler_emulator.api.paging import list_body, page_of
 from scheduler_emulator.api.rendering import collection_to_wire
@@ -64,7 +64,9 @@ async def patch_collection(
 @router.get(RESOURCE_GROUP_LIST + "/{collection_name}")
 async def get_collection(request: Request, subscription_id: str, resource_group: str, collection_name: str) -> Response:
     ref = collection_ref(subscription_id, resource_group, collection_name)
-    return JSONResponse(await in_session(request, lambda session: collection_to_wire(collections.get(session, ref))))
+    return JSONResponse(
+        await in_read_session(request, lambda session: collection_to_wire(collections.get(session, ref)))
+    )
 
 
 @router.delete(RESOURCE_GROUP_LIST + "/{collection_name}")
@@ -107,7 +109,7 @@ async def _list(request: Request, subscription_id: str, resource_group: str | No
         items = [collection_to_wire(c) for c in rows[: page.top]]
         return list_body(request, items, page, has_more=len(rows) > page.top)
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_read_session(request, work))
 
 
 @router.get(SUBSCRIPTION_LIST)

@@ -250,8 +250,9 @@ def _store(session: Session, write: JobWrite) -> JobRow:
         write = replace(write, job_count=repo.count_jobs(session, write.collection))
     job, _ = _build(write)
     if existing is None:
-        session.add(job)
-    session.flush()
+        repo.insert_job(session, job)
+    else:
+        session.flush()
     # Dispatchers need waking only for a job due soon, or one whose claimed occurrence must re-check it.
     note_due(session, job.next_execution_time, before, at_once=claimed)
     return job

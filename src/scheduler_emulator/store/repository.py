@@ -16,6 +16,7 @@ from sqlalchemy import (
     bindparam,
     delete,
     func,
+    insert,
     literal_column,
     select,
 )
@@ -160,6 +161,21 @@ _NEW_JOB_COLUMNS = (
     "collection_id", "name", "name_key", "definition", "state", "series_origin", "next_execution_time",
     "execution_count", "failure_count", "faulted_count", "repeat_count", "version", "created_at", "updated_at",
 )  # fmt: skip
+
+
+@cache
+def _job_insert() -> Insert:
+    """INSERT a new job's row (_NEW_JOB_COLUMNS), RETURNING its id."""
+    values = {name: bindparam(name, type_=JOBS.c[name].type) for name in _NEW_JOB_COLUMNS}
+    return insert(JOBS).values(values).returning(JOBS.c.id)
+
+
+def insert_job(session: Session, job: JobRow) -> None:
+    """Insert the new ``job`` (not added to the session) in the session's transaction and set its id: what
+    adding it and flushing would write, by one statement built once, without the unit of work's bookkeeping
+    (most of the database's share of a PUT's CPU)."""
+    params = {name: getattr(job, name) for name in _NEW_JOB_COLUMNS}
+    job.id = session.connection().execute(_job_insert(), params).scalar_one()  # Core: no ORM statement to set up
 
 
 @cache
