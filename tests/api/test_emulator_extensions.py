@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import API
+from support.api_client import API
 
 PREVIEW = "/_emulator/recurrence/preview"
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from api_support import (
+from sqlalchemy import func, select
+from support.api_calls import (
     assert_arm_error,
     create_collection,
     create_job,
@@ -14,11 +15,9 @@ from api_support import (
     expect_ok,
     get,
     list_all,
-    store,
-    stored_job,
     unchanged,
 )
-from sqlalchemy import func, select
+from support.server_store import store, stored_job
 from support.times import iso_seconds
 
 from scheduler_emulator.domain.history import history_id

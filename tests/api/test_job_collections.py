@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from api_support import (
+from sqlalchemy import func, select
+from support.api_calls import (
     assert_arm_error,
     call,
     collection_body,
@@ -26,13 +27,11 @@ from api_support import (
     patch,
     post,
     put,
-    store,
-    stored_job,
     unchanged,
-    update_job_row,
 )
-from conftest import Names, unique
-from sqlalchemy import func, select
+from support.names import Names
+from support.server_store import store, stored_job, update_job_row
+from support.waiting import unique
 
 from scheduler_emulator.domain.history import history_id
 from scheduler_emulator.store import repository

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from api_support import (
+from support.api_calls import (
     LOOPBACK_URI,
     assert_arm_error,
     call,
@@ -27,14 +27,13 @@ from api_support import (
     patch,
     post,
     put,
-    stored_job,
     unchanged,
-    update_job_row,
 )
-from conftest import Names
 from support.certificates import pfx as pfx_base64
 from support.certificates import self_signed
 from support.certificates import thumbprint as sha1_thumbprint
+from support.names import Names
+from support.server_store import stored_job, update_job_row
 
 JOB_TYPE = "Microsoft.Scheduler/jobCollections/jobs"
 

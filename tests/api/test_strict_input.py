@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from api_support import (
+from support.api_calls import (
     assert_arm_error,
     call,
     collection_body,
@@ -18,8 +18,8 @@ from api_support import (
     put,
     unchanged,
 )
-from conftest import API
-from raw_http import RawClient
+from support.api_client import API
+from support.raw_http import RawClient
 
 
 def _raw_put(http, path, text):

@@ -4,7 +4,7 @@ failure, case-insensitive paths and names, and the URL length limit."""
 from __future__ import annotations
 
 import pytest
-from api_support import (
+from support.api_calls import (
     ACCEPTED_API_VERSIONS,
     assert_arm_error,
     call,
@@ -18,7 +18,7 @@ from api_support import (
     put,
     unchanged,
 )
-from conftest import Names
+from support.names import Names
 
 # ------------------------------------------------------------------------------------------ api-version
 

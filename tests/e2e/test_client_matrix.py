@@ -35,12 +35,14 @@ from typing import Any
 
 import httpx
 import pytest
-from azurite import missing
-from conftest import API, EmulatorPool, ServerProcess, unique, wait_until
-from sdk_envs import REPO, sdk_pythons
+from support.api_client import API
+from support.environment import REPO, missing
+from support.sdk_envs import sdk_pythons
+from support.server import EmulatorPool, ServerProcess
+from support.target_server import TargetServer
 from support.times import iso_seconds as iso
 from support.times import parse
-from target_server import TargetServer
+from support.waiting import unique, wait_until
 
 SDKS = ("2.0.0", "1.1.3", "1.1.2", "7.0.0")
 JS = "js 1.2.0-preview"

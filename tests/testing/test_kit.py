@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import TEST_SECRET_KEY, fresh_database
+from support.databases import TEST_SECRET_KEY, fresh_database
 
 from scheduler_emulator.testing import Emulator, EmulatorError, HttpTarget
 

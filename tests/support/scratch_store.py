@@ -14,7 +14,7 @@ from sqlalchemy import insert
 from scheduler_emulator.domain.clock import WallClock
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
-from tests.conftest import PostgresDatabase, require_postgres
+from support.databases import PostgresDatabase, require_postgres
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 BACKENDS = ["sqlite", "postgresql"]

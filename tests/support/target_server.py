@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -206,3 +207,8 @@ class TargetServer:
 
 def _bytes(value: bytes | str) -> bytes:
     return value.encode() if isinstance(value, str) else value
+
+
+def fired_paths(target: TargetServer, prefix: str) -> Counter[str]:
+    """How often each path under ``/fire/<prefix>`` was requested."""
+    return Counter(r.path for r in target.requests() if r.path.startswith(f"/fire/{prefix}"))
