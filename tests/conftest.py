@@ -4,14 +4,25 @@ HTTPS with its self-signed certificate, and clients for it."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 from support.databases import TEST_SECRET_KEY, Backend, fresh_database
 from support.names import Names
+from support.scratch_store import SetClock
 from support.server import EmulatorPool, ServerProcess
 from support.target_server import TargetServer
+
+from scheduler_emulator.app import create_app
+from scheduler_emulator.config import Settings
+
+with warnings.catch_warnings():
+    # Starlette asks for httpx2 under its TestClient; with httpx (what the suite uses) it works the same and warns.
+    warnings.filterwarnings("ignore", "Using `httpx` with `starlette.testclient`")
+    from starlette.testclient import TestClient
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
@@ -47,6 +58,33 @@ def server(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 @pytest.fixture
 def http(server: ServerProcess) -> Iterator[httpx.Client]:
     with server.client() as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def app_clock() -> SetClock:
+    """The in-process API's clock: set to the session's start (a whole second) and moved only by a test."""
+    return SetClock(datetime.now(UTC).replace(microsecond=0))
+
+
+@pytest.fixture(scope="session")
+def app(backend: Backend, app_clock: SetClock, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The API tier in this process: ``create_app(settings, clock)`` over the backend's store on ``app_clock``,
+    without a dispatcher, driven by Starlette's TestClient (an httpx.Client that runs the app's lifespan, so
+    the store is opened and migrated as a started server does it; httpx.ASGITransport is async-only and runs
+    no lifespan). For request-response contracts where nothing process-level (TLS, the access log, process
+    start, outbound firing) is under test. It shares the backend's store (and secret key) with the session
+    ``server`` when both run, as two processes of one deployment do."""
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("app"),
+        database_url=backend.database_url,
+        dispatcher=False,
+        secret_key=TEST_SECRET_KEY,
+        allowed_hosts="scheduler.example.test",  # as the session server (test_history's nextLink)
+        log_level="warning",
+    )
+    # https in the base URL: the app sees the scheme the HTTPS session server's requests have (next links)
+    with TestClient(create_app(settings, app_clock), base_url="https://127.0.0.1") as client:
         yield client
 
 

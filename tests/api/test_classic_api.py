@@ -9,11 +9,13 @@ import base64
 import re
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
+from starlette.testclient import TestClient
 from support.api_calls import future, http_action
 from support.classic_api import (
     CS_BODY,
@@ -26,8 +28,16 @@ from support.classic_api import (
     text,
     xml,
 )
+from support.scratch_store import SetClock
+from support.server import ServerProcess
 from support.target_server import TargetServer
 from support.waiting import wait_until
+
+
+@pytest.fixture
+def http(app: TestClient) -> TestClient:
+    """This module's requests go to the API in-process (conftest's ``app``): nothing process-level is under test."""
+    return app
 
 
 @pytest.fixture
@@ -192,7 +202,7 @@ def test_name_availability_npm_and_python_shapes(classic: Classic) -> None:
     assert_xml_error(classic.call("GET", base), 400, "BadRequest")
 
 
-def test_update_needs_the_current_etag(classic: Classic) -> None:
+def test_update_needs_the_current_etag(classic: Classic, app_clock: SetClock) -> None:
     classic.create_collection()
     before = xml(classic.call("GET", classic.collection_path()))
     etag = text(before, "ETag")
@@ -202,6 +212,7 @@ def test_update_needs_the_current_etag(classic: Classic) -> None:
     assert_xml_error(classic.call("PUT", path, update, headers={"if-match": "0" * 32}), 412, "PreconditionFailed")
     assert ET.tostring(xml(classic.call("GET", classic.collection_path()))) == ET.tostring(before)
 
+    app_clock.moment += timedelta(seconds=1)  # time passes between two writes (the ETag follows the update time)
     assert classic.call("PUT", path, update, headers={"if-match": etag or ""}).status_code == 202
     after = xml(classic.call("GET", classic.collection_path()))
     assert text(after, "IntrinsicSettings/Quota/MaxJobCount") == "40"
@@ -433,7 +444,17 @@ def test_a_classic_job_is_an_arm_job_and_an_arm_job_a_classic_one(classic: Class
     assert classic.arm("GET", classic.arm_collection() + "/jobs/from-arm").json()["properties"]["state"] == "disabled"
 
 
-def test_a_classic_job_fires_and_its_history_reads_back_through_classic(classic: Classic, target: TargetServer) -> None:
+@pytest.fixture
+def classic_on_server(server: ServerProcess) -> Iterator[Classic]:
+    """Classic calls to the session server: a started process, whose dispatcher fires jobs."""
+    with server.client() as client:
+        yield Classic(client)
+
+
+def test_a_classic_job_fires_and_its_history_reads_back_through_classic(
+    classic_on_server: Classic, target: TargetServer
+) -> None:
+    classic = classic_on_server
     classic.create_collection()
     path = f"/classic-fire/{uuid.uuid4().hex}"
     start = (datetime.now(UTC) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")

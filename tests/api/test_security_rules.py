@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
+from starlette.testclient import TestClient
 from support.api_calls import (
     assert_arm_error,
     call,
@@ -35,6 +36,13 @@ from support.server_store import stored_job
 from scheduler_emulator.api.preview import PreviewIn
 from scheduler_emulator.schemas.job import JobDefinitionIn
 from scheduler_emulator.schemas.job_collection import JobCollectionIn
+
+
+@pytest.fixture
+def http(app: TestClient) -> TestClient:
+    """This module's requests go to the API in-process (conftest's ``app``): nothing process-level is under test."""
+    return app
+
 
 BASIC = {"type": "Basic", "username": "user", "password": "stored-password"}
 SB_AUTH = {"type": "SharedAccessKey", "sasKeyName": "send", "sasKey": "stored-sas-key"}

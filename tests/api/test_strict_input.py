@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from starlette.testclient import TestClient
 from support.api_calls import (
     assert_arm_error,
     call,
@@ -20,6 +21,12 @@ from support.api_calls import (
 )
 from support.api_client import API
 from support.raw_http import RawClient
+
+
+@pytest.fixture
+def http(app: TestClient) -> TestClient:
+    """This module's requests go to the API in-process (conftest's ``app``): nothing process-level is under test."""
+    return app
 
 
 def _raw_put(http, path, text):
