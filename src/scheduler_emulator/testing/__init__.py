@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -31,7 +31,7 @@ from urllib.error import HTTPError
 from urllib.parse import quote, urlsplit
 from urllib.request import Request, urlopen
 
-__all__ = ["Emulator", "EmulatorError", "HttpTarget", "RecordedRequest"]
+__all__ = ["Answer", "Emulator", "EmulatorError", "HttpTarget", "RecordedRequest"]
 
 API_VERSION = "2016-03-01"
 DEFAULT_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
@@ -245,12 +245,23 @@ class Emulator:
 @dataclass(frozen=True)
 class RecordedRequest:
     method: str
-    path: str
+    path: str  # as sent, with its query string
     headers: dict[str, str]  # names in lower case
     body: bytes
+    arrived: datetime | None = None  # UTC, once the headers and body were read
+    monotonic: float = 0.0  # time.monotonic() at arrival (for gaps between requests)
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
+
+    @property
+    def route(self) -> str:
+        """The path without its query string (what ``respond`` and ``requests_to`` match)."""
+        return urlsplit(self.path).path
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
 
     @property
     def expected_time(self) -> datetime | None:
@@ -260,15 +271,34 @@ class RecordedRequest:
 
 
 @dataclass
+class Answer:
+    """How ``HttpTarget`` answers one path (see ``HttpTarget.respond``)."""
+
+    status: int = 200
+    body: bytes = b"ok"
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    fail_first: int = 0
+    fail_status: int = 500
+    fail_body: bytes = b"failing on purpose"
+    served: int = 0
+
+
+@dataclass
 class HttpTarget:
     """A recording HTTP server on 127.0.0.1 for jobs to call: ``url`` (plus any path), ``requests`` in
     arrival order. ``statuses``: the status of each request in turn (the last repeats; default 200), to
-    simulate a failing target."""
+    simulate a failing target; ``respond(path, ...)`` programs one path's answer instead (status, body,
+    headers, a delay, failing the first N). ``wait_for(count, timeout)`` waits for requests to arrive."""
 
     statuses: list[int] = field(default_factory=lambda: [200])
     requests: list[RecordedRequest] = field(default_factory=list)
     url: str = ""
+    host: str = "127.0.0.1"
     _server: ThreadingHTTPServer | None = None
+    _thread: threading.Thread | None = None
+    _answers: dict[str, Answer] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> HttpTarget:
         target = self
@@ -279,27 +309,47 @@ class HttpTarget:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                with lock:
-                    index = len(target.requests)
-                    target.requests.append(
-                        RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                    )
-                status = target.statuses[min(index, len(target.statuses) - 1)]
-                self.send_response(status)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
+                request = RecordedRequest(
+                    self.command,
+                    self.path,
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                    datetime.now(UTC),
+                    time.monotonic(),
+                )
+                status, payload, delay, extra = target._record(request)
+                if delay:
+                    time.sleep(delay)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "text/plain; charset=utf-8")
+                    self.send_header("Content-Length", str(len(payload)))
+                    for name, value in extra.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(payload)
+                except OSError:  # the client gave up (e.g. its timeout): nothing to answer
+                    self.close_connection = True
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle  # noqa: N815
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle  # noqa: N815
 
             def log_message(self, *args: Any) -> None:
                 pass
 
-        lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        class QuietServer(ThreadingHTTPServer):
+            def handle_error(self, request: object, client_address: object) -> None:
+                pass  # a client that went away mid-request (a stopped emulator) is no error of the target
+
+        server = QuietServer((self.host, 0), Handler, bind_and_activate=False)
+        server.daemon_threads = True
+        server.request_queue_size = 256  # many jobs fire at the same instant; do not drop their connections
+        server.server_bind()
+        server.server_activate()
+        self._server = server
+        self.url = f"http://{self.host}:{server.server_address[1]}"
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        self._thread.start()
         return self
 
     def stop(self) -> None:
@@ -307,15 +357,78 @@ class HttpTarget:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
 
     def clear(self) -> None:
-        self.requests.clear()
+        with self._lock:
+            self.requests.clear()
+
+    def respond(
+        self,
+        path: str,
+        status: int = 200,
+        body: bytes | str = b"ok",
+        *,
+        delay: float = 0.0,
+        headers: dict[str, str] | None = None,
+        fail_first: int = 0,
+        fail_status: int = 500,
+        fail_body: bytes | str = b"failing on purpose",
+    ) -> None:
+        """From now on answer ``path`` (without a query string) with ``status`` and ``body`` (and ``headers``),
+        after ``delay`` seconds; the first ``fail_first`` requests get ``fail_status``/``fail_body`` instead."""
+        with self._lock:
+            self._answers[path] = Answer(
+                status, _bytes(body), delay, dict(headers or {}), fail_first, fail_status, _bytes(fail_body)
+            )
+
+    def requests_to(self, path: str | None = None) -> list[RecordedRequest]:
+        """The requests so far (to ``path``, without a query string, when given), oldest first."""
+        with self._lock:
+            return [r for r in self.requests if path is None or r.route == path]
+
+    def wait_for(self, count: int, timeout: float = 10.0, path: str | None = None) -> list[RecordedRequest]:
+        """Wait until at least ``count`` requests (to ``path`` when given) have arrived and return them;
+        AssertionError after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.requests_to(path)
+            if len(found) >= count:
+                return found
+            if time.monotonic() >= deadline:
+                raise AssertionError(
+                    f"expected {count} request(s) to {path or self.url} within {timeout:.1f} s, got {len(found)}"
+                )
+            time.sleep(0.02)
+
+    def default_answer(self, request: RecordedRequest, index: int) -> tuple[int, bytes, dict[str, str]]:
+        """The answer of a path ``respond`` did not program: ``statuses`` in turn. Subclasses may change it."""
+        return self.statuses[min(index, len(self.statuses) - 1)], b"ok", {}
+
+    def _record(self, request: RecordedRequest) -> tuple[int, bytes, float, dict[str, str]]:
+        with self._lock:
+            index = len(self.requests)
+            self.requests.append(request)
+            answer = self._answers.get(request.route)
+            if answer is None:
+                status, body, headers = self.default_answer(request, index)
+                return status, body, 0.0, headers
+            answer.served += 1
+            if answer.served <= answer.fail_first:
+                return answer.fail_status, answer.fail_body, answer.delay, {}
+            return answer.status, answer.body, answer.delay, answer.headers
 
     def __enter__(self) -> HttpTarget:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value.encode() if isinstance(value, str) else value
 
 
 def _parse_time(text: str) -> datetime:
