@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -49,7 +50,10 @@ class EmulatorError(RuntimeError):
 
 class Emulator:
     """The emulator for one test session: ``Emulator(clock="virtual")`` starts one (a context manager: it
-    stops and deletes its data on exit), ``Emulator.attach(url)`` uses one already running."""
+    stops and deletes its data on exit), ``Emulator.attach(url)`` uses one already running.
+    ``database_url``: its store (default SQLite in the temporary data directory; processes given one
+    PostgreSQL URL share it); ``https``: serve HTTPS with a self-signed certificate, which ``call``,
+    ``history`` and ``sdk_client`` trust (``cert_path``)."""
 
     def __init__(
         self,
@@ -59,8 +63,14 @@ class Emulator:
         env: dict[str, str] | None = None,
         token: str | None = None,
         subscription_id: str = DEFAULT_SUBSCRIPTION,
+        *,
+        database_url: str | None = None,
+        https: bool = False,
     ) -> None:
         self.clock = clock
+        self.database_url = database_url
+        self.https = https
+        self.cert_path: str | None = None  # the self-signed certificate's file, under https
         self.subscription_id = subscription_id  # the default of ``history`` and ``sdk_client``
         self.clock_start = clock_start
         self.args = list(args)
@@ -85,7 +95,12 @@ class Emulator:
             return self
         self._data_dir = tempfile.mkdtemp(prefix="scheduler-emulator-")
         command = [sys.executable, "-m", "scheduler_emulator", "--port", "0", "--data-dir", self._data_dir]
-        command += ["--clock", self.clock, "--log-level", "warning", *self.args]
+        command += ["--clock", self.clock, "--log-level", "warning"]
+        if self.database_url is not None:
+            command += ["--database-url", self.database_url]
+        if self.https:
+            command.append("--https")
+        command += self.args
         if self.clock_start is not None:
             start = self.clock_start
             command += ["--clock-start", start.isoformat() if isinstance(start, datetime) else start]
@@ -102,6 +117,8 @@ class Emulator:
             assert self._process is not None and self._process.stdout is not None
             for line in self._process.stdout:
                 self._output.append(line.rstrip("\n"))
+                if match := re.search(r"HTTPS certificate .*: (\S+)$", line.strip()):
+                    self.cert_path = match.group(1)
                 if match := re.search(r"Listening on (\S+)", line):
                     self.url = match.group(1)
                     ready.set()
@@ -214,6 +231,7 @@ class Emulator:
             base_url=self.url,
             authentication_policy=_Bearer(),
             retry_total=0,
+            connection_verify=self.cert_path or True,
         )
 
     # -- plumbing ----------------------------------------------------------------------------------
@@ -228,7 +246,7 @@ class Emulator:
             headers["Authorization"] = f"Bearer {self.token}"
         request = Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urlopen(request, timeout=600) as response:  # noqa: S310 - the emulator's own URL
+            with urlopen(request, timeout=600, context=self._tls()) as response:  # noqa: S310 - the emulator's URL
                 raw = response.read()
         except HTTPError as exc:
             raw = exc.read()
@@ -240,6 +258,10 @@ class Emulator:
             except (ValueError, KeyError, TypeError):
                 raise EmulatorError(f"{exc.code}: {raw[:500]!r}", exc.code) from None
         return json.loads(raw) if raw else None
+
+    def _tls(self) -> ssl.SSLContext | None:
+        """What trusts this emulator's self-signed certificate (None: the defaults)."""
+        return ssl.create_default_context(cafile=self.cert_path) if self.cert_path else None
 
 
 @dataclass(frozen=True)
