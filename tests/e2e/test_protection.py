@@ -246,10 +246,11 @@ def test_heavy_previews_leave_health_fast_and_jobs_on_time(tmp_path):
                     if stop.is_set():
                         return
                     began = time.perf_counter()
-                    answers.append(previews.post("/_emulator/recurrence/preview", content=body, headers=headers))
-                    if answers[-1].status_code == 200:
+                    answer = previews.post("/_emulator/recurrence/preview", content=body, headers=headers)
+                    answers.append(answer)  # this thread's own answer: answers[-1] may be another thread's
+                    if answer.status_code == 200:
                         preview_ms.append((time.perf_counter() - began) * 1000)
-                    if answers[-1].status_code == 429:
+                    if answer.status_code == 429:
                         time.sleep(0.2)
 
             # The first request of a process pays for imports and connections, the first preview for
