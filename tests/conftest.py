@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
+from support.clocks import SetClock
 from support.databases import TEST_SECRET_KEY, Backend, fresh_database
 from support.names import Names
-from support.scratch_store import SetClock
 from support.server import EmulatorPool, ServerProcess
 from support.target_server import TargetServer
 

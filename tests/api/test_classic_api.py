@@ -28,7 +28,7 @@ from support.classic_api import (
     text,
     xml,
 )
-from support.scratch_store import SetClock
+from support.clocks import SetClock
 from support.server import ServerProcess
 from support.target_server import TargetServer
 from support.waiting import wait_until

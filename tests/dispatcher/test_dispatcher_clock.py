@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
-from support.scratch_store import BACKENDS, T0, SetClock, add_collection, add_job, scratch_database
+from support.clocks import SetClock
+from support.scratch_store import BACKENDS, T0, add_collection, add_job, scratch_database
 from support.target_server import TargetServer
 
 from scheduler_emulator.config import Settings

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 from sqlalchemy import delete, select, update
-from support.scratch_store import BACKENDS, T0, SetClock, add_collection, add_job, scratch_database
+from support.clocks import SetClock
+from support.scratch_store import BACKENDS, T0, add_collection, add_job, scratch_database
 
 from scheduler_emulator.domain.states import ActionName, AttemptStatus, JobState
 from scheduler_emulator.store import dispatching as sql
