@@ -1,6 +1,6 @@
 """Answer as Azure answered: the real service's recorded traffic (recordings/, SOURCES.md) replayed against
 a started emulator on each store; every exchange matches or is explained by a stated rule
-(conformance_replay.py)."""
+(support/conformance_replay.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The real Azure CLI (``azure-cli`` from PyPI in its own environment, tests/azure_cli.py) against a started
+"""The real Azure CLI (``azure-cli`` from PyPI in its own environment, support/azure_cli.py) against a started
 emulator over HTTPS with its certificate trusted, following the README's "Using the Azure CLI and
 azure-identity" as written: the server started as the README starts it, the README's commands run by bash
 (only the addresses, the certificate's path and the az profile folder swapped for this test's), and what they

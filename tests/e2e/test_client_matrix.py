@@ -2,7 +2,7 @@
 
 Five clients, each in its own environment against one emulator over HTTPS: azure-mgmt-scheduler 2.0.0,
 1.1.3 and 1.1.2 (msrest), 7.0.0 (azure-core), each in a virtual environment the test run creates and
-caches (tests/sdk_envs.py), and the JavaScript SDK azure-arm-scheduler 1.2.0-preview through Node
+caches (tests/support/sdk_envs.py), and the JavaScript SDK azure-arm-scheduler 1.2.0-preview through Node
 (package.json). Each runs tests/e2e/clients/{python_client.py,node_client.js} as a subprocess, and
 raw HTTP (httpx) plays a sixth client.
 

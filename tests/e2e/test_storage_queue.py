@@ -1,4 +1,4 @@
-"""StorageQueue actions end to end, against a real Azurite queue service (``tests/azurite.py``).
+"""StorageQueue actions end to end, against a real Azurite queue service (``tests/support/azurite.py``).
 
 The emulator runs as a separate process on each store backend (SQLite, PostgreSQL; each with its own
 fresh database, so that no other test's server can claim these jobs), with Azurite's account mapped by
