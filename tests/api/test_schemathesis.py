@@ -13,9 +13,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-from api_support import collection_body, create_collection, create_job, job_body
-from conftest import API, Names, ServerProcess
-from sdk_openapi import build_spec
+from support.api_calls import collection_body, create_collection, create_job, job_body
+from support.api_client import API
+from support.names import Names
+from support.sdk_openapi import build_spec
+from support.server import ServerProcess
 
 # per operation and variant: 150 make ~5,400 requests per store, so CI sends more than 10,000 over both (issue 13)
 EXAMPLES = int(os.environ.get("SCHEDULER_TEST_SCHEMATHESIS_EXAMPLES", "150"))

@@ -14,13 +14,13 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import event
+from support.databases import PostgresDatabase, require_postgres
+from support.scratch_store import BACKENDS, T0
+from support.target_server import TargetServer
 
 from scheduler_emulator.app import create_app
 from scheduler_emulator.config import Settings
 from scheduler_emulator.store.database import Database
-from tests.conftest import PostgresDatabase, require_postgres
-from tests.dispatch_support import BACKENDS, T0
-from tests.target_server import TargetServer
 
 API = {"api-version": "2016-03-01"}
 COLLECTION = "/subscriptions/s/resourceGroups/g/providers/Microsoft.Scheduler/jobCollections/c"

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from support.clocks import SetClock
+from support.scratch_store import BACKENDS, T0, add_collection, add_job, scratch_database
+from support.target_server import TargetServer
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
@@ -18,8 +21,6 @@ from scheduler_emulator.dispatcher.loop import Dispatcher
 from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobHistoryRow, JobRow
-from tests.dispatch_support import BACKENDS, T0, SetClock, add_collection, add_job, scratch_database
-from tests.target_server import TargetServer
 
 
 @pytest.fixture(params=BACKENDS)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 
+from support.target_server import TargetServer
+
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions.http import TokenCache
 from scheduler_emulator.dispatcher.actions.session import SharedSession
-from tests.target_server import TargetServer
 
 
 def test_tokens_are_reused_and_the_least_recently_used_is_dropped(target: TargetServer) -> None:

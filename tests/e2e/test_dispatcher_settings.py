@@ -12,10 +12,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import API, EmulatorPool, Names, ServerProcess, create_job, wait_until
-from support.api_client import job_history
+from support.api_client import API, create_job, job_history
+from support.names import Names
+from support.server import EmulatorPool, ServerProcess
+from support.target_server import TargetServer
 from support.times import parse
-from target_server import TargetServer
+from support.waiting import wait_until
 
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobRow

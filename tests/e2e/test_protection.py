@@ -17,8 +17,11 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from conftest import Names, ServerProcess, create_job, unique, wait_until
-from target_server import TargetServer
+from support.api_client import create_job
+from support.names import Names
+from support.server import ServerProcess
+from support.target_server import TargetServer
+from support.waiting import unique, wait_until
 
 HEAD_TIMEOUT = 1.5
 BODY_TIMEOUT = 2.0

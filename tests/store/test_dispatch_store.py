@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from sqlalchemy import delete, select, update
+from support.clocks import SetClock
+from support.scratch_store import BACKENDS, T0, add_collection, add_job, scratch_database
 
 from scheduler_emulator.domain.states import ActionName, AttemptStatus, JobState
 from scheduler_emulator.store import dispatching as sql
@@ -18,7 +20,6 @@ from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatch_port import DispatchStore
 from scheduler_emulator.store.dispatch_records import AttemptRecord, Claim, Completion
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
-from tests.dispatch_support import BACKENDS, T0, SetClock, add_collection, add_job, scratch_database
 
 LEASE = timedelta(seconds=30)
 

@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from cryptography.fernet import Fernet
+from support.databases import fresh_database
 
 from scheduler_emulator.service import collections, deployments, resource_groups
 from scheduler_emulator.service.collections import CollectionRef
 from scheduler_emulator.service.deployments import DeploymentRef, Policy
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.secrets import SecretBox
-from tests.conftest import fresh_database
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 TEMPLATE = {

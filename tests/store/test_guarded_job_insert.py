@@ -14,6 +14,8 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import OperationalError
+from support.databases import PostgresDatabase, require_postgres
+from support.scratch_store import T0, add_collection, add_job
 
 from scheduler_emulator.domain.errors import Conflict
 from scheduler_emulator.service import jobs
@@ -23,8 +25,6 @@ from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
 from scheduler_emulator.store.secrets import SecretBox
 from scheduler_emulator.store.write_scope import write_scope
-from tests.conftest import PostgresDatabase, require_postgres
-from tests.dispatch_support import T0, add_collection, add_job
 
 LOCK = "collection:s/g/c"
 REF = CollectionRef(subscription_id="s", resource_group="g", name="c")

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import TEST_SECRET_KEY, EmulatorPool, PostgresDatabase, ServerProcess, require_postgres
+from support.databases import TEST_SECRET_KEY, PostgresDatabase, require_postgres
+from support.server import EmulatorPool, ServerProcess
 
 LONG = os.environ.get("SCHEDULER_FAULTS_LONG", "") not in ("", "0")  # make faults
 PROCESSES = 4
