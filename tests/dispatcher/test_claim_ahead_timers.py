@@ -45,7 +45,7 @@ def test_occurrences_claimed_ahead_fire_on_time_with_few_timer_wakeups(
     async def scenario() -> None:
         nonlocal wakeups
         actions = Actions(settings)
-        dispatcher = Dispatcher(database, WallClock(), settings, actions, Metrics())
+        dispatcher = Dispatcher(database, clock=WallClock(), settings=settings, actions=actions, metrics=Metrics())
         on_time = dispatcher._on_time
 
         def counted(*args: Any) -> None:

@@ -35,7 +35,7 @@ def run(database: Database, clock: SetClock, moves: list[datetime], target: Targ
 
     async def scenario() -> None:
         actions = Actions(settings)
-        dispatcher = Dispatcher(database, clock, settings, actions, Metrics())
+        dispatcher = Dispatcher(database, clock=clock, settings=settings, actions=actions, metrics=Metrics())
         dispatcher.start()
         try:
             for moment in moves:

@@ -22,7 +22,12 @@ def test_tokens_are_reused_and_the_least_recently_used_is_dropped(target: Target
         shared = SharedSession(settings.outbound_policy, 10)
         try:
             for client in clients:
-                assert await cache.token(shared.get(), "tenant", client, "secret", "https://audience") == "t"
+                assert (
+                    await cache.token(
+                        shared.get(), tenant="tenant", client_id=client, secret="secret", audience="https://audience"
+                    )
+                    == "t"
+                )
         finally:
             await shared.close()
 

@@ -235,7 +235,7 @@ def test_heavy_previews_leave_health_fast_and_jobs_on_time(tmp_path):
                         return
                     began = time.perf_counter()
                     answer = previews.post("/_emulator/recurrence/preview", content=body, headers=headers)
-                    answers.append(answer)
+                    answers.append(answer)  # this thread's own answer: answers[-1] may be another thread's
                     if answer.status_code == 200:
                         preview_ms.append((time.perf_counter() - began) * 1000)
                     if answer.status_code == 429:

@@ -27,7 +27,7 @@ async def list_job_history(
 
     def work(session: Session) -> dict[str, Any]:
         collection = collections.get(session, ref)
-        job, rows = jobs.history_page(session, collection, job_name, status, page.skip, page.top + 1)
+        job, rows = jobs.history_page(session, collection, job_name, status=status, skip=page.skip, limit=page.top + 1)
         items = [history_to_wire(collection, job, entry) for entry in rows[: page.top]]
         return list_body(request, items, page, has_more=len(rows) > page.top)
 

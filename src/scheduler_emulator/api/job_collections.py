@@ -40,7 +40,7 @@ async def create_or_replace_collection(
     def work(session: Session) -> dict[str, Any]:
         if strict and not resource_groups.exists(session, subscription_id, resource_group):
             raise errors.resource_group_not_found(resource_group)  # SPEC §12: --strict-resource-groups
-        collection, _ = collections.put(session, ref, body, moment, floor)
+        collection, _ = collections.put(session, ref, body, moment=moment, floor=floor)
         return collection_to_wire(collection)
 
     # 201 on create and on replace alike, as the service answered both (recorded; SPEC §3).
@@ -56,7 +56,7 @@ async def patch_collection(
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
     def work(session: Session) -> dict[str, Any]:
-        return collection_to_wire(collections.patch(session, ref, changes, moment, floor))
+        return collection_to_wire(collections.patch(session, ref, changes, moment=moment, floor=floor))
 
     return JSONResponse(await in_session(request, work, wake=True))
 
@@ -103,7 +103,7 @@ async def _list(request: Request, subscription_id: str, resource_group: str | No
     page = page_of(request)
 
     def work(session: Session) -> dict[str, Any]:
-        rows = collections.list_page(session, subscription_id, resource_group, page.skip, page.top + 1)
+        rows = collections.list_page(session, subscription_id, resource_group, skip=page.skip, limit=page.top + 1)
         items = [collection_to_wire(c) for c in rows[: page.top]]
         return list_body(request, items, page, has_more=len(rows) > page.top)
 

@@ -119,7 +119,7 @@ async def list_jobs(request: Request, subscription_id: str, resource_group: str,
 
     def work(session: Session) -> dict[str, Any]:
         collection = collections.get(session, ref)
-        rows = jobs.list_page(session, collection, state, page.skip, page.top + 1)
+        rows = jobs.list_page(session, collection, state=state, skip=page.skip, limit=page.top + 1)
         items = [job_to_wire(collection, job, style) for job in rows[: page.top]]
         return list_body(request, items, page, has_more=len(rows) > page.top)
 

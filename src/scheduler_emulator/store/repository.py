@@ -106,7 +106,7 @@ def find_collection(session: Session, subscription: str, resource_group: str, na
 
 
 def list_collections(
-    session: Session, subscription: str, resource_group: str | None, skip: int, limit: int
+    session: Session, subscription: str, resource_group: str | None, *, skip: int, limit: int
 ) -> list[JobCollectionRow]:
     """A page of a subscription's (or resource group's) collections, in a stable order."""
     query = select(JobCollectionRow).where(JobCollectionRow.subscription_key == subscription.lower())
@@ -192,7 +192,7 @@ def _guarded_job_insert_sql(dialect: Dialect) -> tuple[str, dict[str, Callable[[
 
 
 def insert_job_locked_and_commit(
-    session: Session, job: JobRow, collection_version: str, max_jobs: int, locks: Sequence[str]
+    session: Session, job: JobRow, *, collection_version: str, max_jobs: int, locks: Sequence[str]
 ) -> bool:
     """Take the write ``locks``, insert the new ``job`` (not added to the session) and COMMIT, in one round trip
     (psycopg's pipeline mode: the database runs the statements one after another, so the insert sees all that
@@ -250,7 +250,7 @@ def find_job(session: Session, collection: JobCollectionRow, name: str) -> JobRo
 
 
 def list_jobs(
-    session: Session, collection: JobCollectionRow, state: str | None, skip: int, limit: int, by_name: bool = False
+    session: Session, collection: JobCollectionRow, *, state: str | None, skip: int, limit: int, by_name: bool = False
 ) -> list[JobRow]:
     query = select(JobRow).where(JobRow.collection_id == collection.id)
     if state is not None:
@@ -297,7 +297,7 @@ def request_run(session: Session, job: JobRow, now: datetime) -> None:
     job.updated_at = now
 
 
-def list_history(session: Session, job: JobRow, status: str | None, skip: int, limit: int) -> list[JobHistoryRow]:
+def list_history(session: Session, job: JobRow, *, status: str | None, skip: int, limit: int) -> list[JobHistoryRow]:
     """A page of the job's history, newest first."""
     query = select(JobHistoryRow).where(JobHistoryRow.job_id == job.id)
     if status is not None:
