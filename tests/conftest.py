@@ -114,12 +114,14 @@ def emulators() -> Iterator[EmulatorPool]:
 # with a long module at the end (xdist's own order, most tests first, put them last: a 4-minute tail).
 SLOW_MODULES_FIRST = (
     "tests/api/test_schemathesis.py",
+    "tests/test_cli.py",  # collected last otherwise: ~24 process starts, a long tail on one worker
     "tests/e2e/test_firing.py",
     "tests/e2e/test_scale_out.py",
     "tests/e2e/test_faults.py",
     "tests/e2e/test_dispatcher_settings.py",
     "tests/e2e/test_client_matrix.py",
     "tests/e2e/test_classic_clients.py",
+    "tests/testing/test_kit.py",  # collected last otherwise
     "tests/e2e/test_secrets_at_rest.py",
     "tests/e2e/test_observability.py",
     "tests/e2e/test_azure_cli.py",  # 30 s; the first run installs azure-cli first (75-170 s)
