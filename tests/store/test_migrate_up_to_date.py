@@ -14,8 +14,8 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from conftest import TEST_SECRET_KEY, fresh_database
 from sqlalchemy import text
+from support.databases import TEST_SECRET_KEY, fresh_database
 
 from scheduler_emulator.store.database import Database, head_revisions, migrations_dir
 
