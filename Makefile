@@ -39,6 +39,7 @@ PYTEST_WORKERS ?= 2
 # that their first install (the CLI's alone is 75-170 s) is not paid inside the suite.
 test: test-machine $(VENV)/.test-deps node_modules/.installed
 	$(PY) tests/prepare_clients.py
+	$(PY) -m compileall -q src  # each emulator the suite starts then loads bytecode (PYTHONDONTWRITEBYTECODE may be set)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 lint: $(VENV)/.test-deps

@@ -375,8 +375,8 @@ def summarise_profile(path: Path, top: int = 15) -> str:
         by_package[package or "other"] += count
         for frame in set(frames):
             where = frame.split(" (", 1)[-1]
-            if where.startswith("scheduler_emulator/") and not where.startswith(("scheduler_emulator/cli.py",
-                                                                                  "scheduler_emulator/__main__")):
+            outer = ("scheduler_emulator/cli.py", "scheduler_emulator/serving.py", "scheduler_emulator/__main__")
+            if where.startswith("scheduler_emulator/") and not where.startswith(outer):
                 inclusive[frame] += count
     if not total:
         return "(empty profile)"

@@ -1,102 +1,28 @@
-"""Shared fixtures: a real server process per store backend (SQLite file, PostgreSQL), HTTPS with its
-self-signed certificate, and clients for it (httpx, the official azure-mgmt-scheduler SDK)."""
+"""Shared fixtures (only fixtures and collection hooks: helpers live in tests/support/, imported as
+``from support.<module> import ...``): a real server process per store backend (SQLite file, PostgreSQL),
+HTTPS with its self-signed certificate, and clients for it."""
 
 from __future__ import annotations
 
-import os
+import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import httpx
 import pytest
-from support.api_client import API, create_job
+from support.clocks import SetClock
+from support.databases import TEST_SECRET_KEY, Backend, fresh_database
 from support.names import Names
-from support.server import EmulatorPool, ServerProcess, emulator_command
-from support.waiting import unique, wait_until
-from target_server import TargetServer
+from support.server import EmulatorPool, ServerProcess
+from support.target_server import TargetServer
 
-__all__ = [
-    "API",
-    "IN_CI",
-    "PG_ADMIN_DSN",
-    "TEST_SECRET_KEY",
-    "Backend",
-    "EmulatorPool",
-    "Names",
-    "PostgresDatabase",
-    "ServerProcess",
-    "create_job",
-    "emulator_command",
-    "fresh_database",
-    "require_postgres",
-    "unique",
-    "wait_until",
-]
+from scheduler_emulator.app import create_app
+from scheduler_emulator.config import Settings
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-PG_ADMIN_DSN = os.environ.get("SCHEDULER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-# The session server's key for stored secrets, so that tests reading its database directly can open them.
-TEST_SECRET_KEY = "8Jm0nWv3kqy7cGk1c4mQb2mJ0d9h0b3x2y1z0a9b8c4="
-
-
-def require_postgres() -> None:
-    """Skip locally, fail in CI, when the PostgreSQL server is not reachable."""
-    import psycopg
-
-    try:
-        psycopg.connect(PG_ADMIN_DSN, connect_timeout=3).close()
-    except Exception as exc:  # noqa: BLE001 - report whatever stops the connection
-        message = f"PostgreSQL is needed at {PG_ADMIN_DSN} for this test and is unreachable: {exc}"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-
-
-@dataclass
-class PostgresDatabase:
-    """A fresh database on the test server, dropped afterwards."""
-
-    name: str = field(default_factory=lambda: unique("sched_test_"))
-
-    @property
-    def url(self) -> str:
-        base = PG_ADMIN_DSN.rsplit("/", 1)[0]
-        return f"{base}/{self.name}"
-
-    def create(self) -> PostgresDatabase:
-        import psycopg
-
-        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{self.name}"')
-        return self
-
-    def drop(self) -> None:
-        import psycopg
-
-        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
-
-
-@dataclass
-class Backend:
-    name: str
-    database_url: str
-
-
-@contextmanager
-def fresh_database(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The URL of a new, empty store of this kind: ``sqlite`` (a file in a new directory) or ``postgresql``
-    (a database on the test server, dropped on leaving; skipped or failed as ``require_postgres`` says)."""
-    if kind == "sqlite":
-        yield f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'scheduler.db'}"
-        return
-    require_postgres()
-    database = PostgresDatabase().create()
-    try:
-        yield database.url
-    finally:
-        database.drop()
+with warnings.catch_warnings():
+    # Starlette asks for httpx2 under its TestClient; with httpx (what the suite uses) it works the same and warns.
+    warnings.filterwarnings("ignore", "Using `httpx` with `starlette.testclient`")
+    from starlette.testclient import TestClient
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
@@ -135,6 +61,33 @@ def http(server: ServerProcess) -> Iterator[httpx.Client]:
         yield client
 
 
+@pytest.fixture(scope="session")
+def app_clock() -> SetClock:
+    """The in-process API's clock: set to the session's start (a whole second) and moved only by a test."""
+    return SetClock(datetime.now(UTC).replace(microsecond=0))
+
+
+@pytest.fixture(scope="session")
+def app(backend: Backend, app_clock: SetClock, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The API tier in this process: ``create_app(settings, clock)`` over the backend's store on ``app_clock``,
+    without a dispatcher, driven by Starlette's TestClient (an httpx.Client that runs the app's lifespan, so
+    the store is opened and migrated as a started server does it; httpx.ASGITransport is async-only and runs
+    no lifespan). For request-response contracts where nothing process-level (TLS, the access log, process
+    start, outbound firing) is under test. It shares the backend's store (and secret key) with the session
+    ``server`` when both run, as two processes of one deployment do."""
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("app"),
+        database_url=backend.database_url,
+        dispatcher=False,
+        secret_key=TEST_SECRET_KEY,
+        allowed_hosts="scheduler.example.test",  # as the session server (test_history's nextLink)
+        log_level="warning",
+    )
+    # https in the base URL: the app sees the scheme the HTTPS session server's requests have (next links)
+    with TestClient(create_app(settings, app_clock), base_url="https://127.0.0.1") as client:
+        yield client
+
+
 @pytest.fixture
 def names() -> Names:
     return Names()
@@ -142,7 +95,7 @@ def names() -> Names:
 
 @pytest.fixture
 def target() -> Iterator[TargetServer]:
-    """A recording HTTP target on loopback (see target_server.py), for one test."""
+    """A recording HTTP target on loopback (see support/target_server.py), for one test."""
     server = TargetServer().start()
     yield server
     server.stop()
@@ -161,12 +114,14 @@ def emulators() -> Iterator[EmulatorPool]:
 # with a long module at the end (xdist's own order, most tests first, put them last: a 4-minute tail).
 SLOW_MODULES_FIRST = (
     "tests/api/test_schemathesis.py",
+    "tests/test_cli.py",  # collected last otherwise: ~24 process starts, a long tail on one worker
     "tests/e2e/test_firing.py",
     "tests/e2e/test_scale_out.py",
     "tests/e2e/test_faults.py",
     "tests/e2e/test_dispatcher_settings.py",
     "tests/e2e/test_client_matrix.py",
     "tests/e2e/test_classic_clients.py",
+    "tests/testing/test_kit.py",  # collected last otherwise
     "tests/e2e/test_secrets_at_rest.py",
     "tests/e2e/test_observability.py",
     "tests/e2e/test_azure_cli.py",  # 30 s; the first run installs azure-cli first (75-170 s)

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import API, Names, PostgresDatabase, ServerProcess, require_postgres
 from cryptography import x509
+from support.api_client import API
 from support.certificates import self_signed, write_pem_files
+from support.databases import PostgresDatabase, require_postgres
+from support.names import Names
+from support.server import ServerProcess
 from support.times import iso_seconds
 
 

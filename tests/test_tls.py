@@ -22,12 +22,12 @@ from azure.core import PipelineClient
 from azure.core.exceptions import ServiceRequestError
 from azure.core.pipeline.transport import RequestsTransport
 from azure.core.rest import HttpRequest
-from azurite import missing
-from conftest import EmulatorPool, ServerProcess
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from support.certificates import self_signed, write_pem_files
+from support.environment import missing
+from support.server import EmulatorPool, ServerProcess
 
 HEALTH = "/_emulator/health"
 

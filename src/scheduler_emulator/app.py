@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from scheduler_emulator import __version__
+from scheduler_emulator import __version__, stepping
 from scheduler_emulator.api import clock as clock_api
 from scheduler_emulator.api import dashboard, emulator, history, job_collections, jobs, overview
 from scheduler_emulator.api import resources as resources_api
@@ -22,10 +22,9 @@ from scheduler_emulator.api.preview import HeavyWork
 from scheduler_emulator.at_rest import secret_key
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
-from scheduler_emulator.dispatcher.loop import Dispatcher
+from scheduler_emulator.dispatcher.loop import Dispatcher, Pacing
 from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.metrics import Metrics
-from scheduler_emulator.stepping import ClockStepper
 from scheduler_emulator.store.database import ConnectionBounds, Database
 from scheduler_emulator.store.secrets import SecretBox
 from scheduler_emulator.virtual_clock import VirtualClock
@@ -72,6 +71,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     box = SecretBox(secret_key(settings))
     virtual = VirtualClock(settings.clock_start) if settings.clock == "virtual" else None
     clock = virtual or clock or WallClock()
+    pacing = stepping.PACING if virtual is not None else Pacing.of(settings)  # the virtual clock's is stepped
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -84,11 +84,13 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
         dispatcher = None
         if settings.dispatcher:
             actions = Actions(settings)
-            dispatcher = Dispatcher(database, clock, settings, actions, app.state.metrics, stepped=virtual is not None)
+            dispatcher = Dispatcher(
+                database, clock=clock, settings=settings, actions=actions, metrics=app.state.metrics, pacing=pacing
+            )
             dispatcher.start()
         app.state.dispatcher = dispatcher
         if virtual is not None and dispatcher is not None:
-            app.state.stepper = ClockStepper(virtual, dispatcher)
+            app.state.stepper = stepping.ClockStepper(virtual, dispatcher)
         tune_garbage_collector()
         try:
             yield
@@ -110,6 +112,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.clock = clock
+    app.state.dispatcher = None  # this process's Dispatcher once started (none with --no-dispatcher)
     app.state.stepper = None  # a stepping.ClockStepper under --clock virtual with a dispatcher (POST /_emulator/clock)
     app.state.metrics = Metrics()
     app.state.heavy_work = HeavyWork(settings.max_heavy_requests)

@@ -1,22 +1,27 @@
 """What serves ``POST /_emulator/clock`` (SPEC §10): the virtual clock moved in steps, each to the next instant
 something is due (a scheduled time, a run request, a retry), running it there through the dispatcher's public
-calls, in time order. The dispatcher itself knows nothing of the virtual clock: it is built ``stepped`` (it claims
-nothing on its own) and this module decides when it claims."""
+calls, in time order. The dispatcher itself knows nothing of the virtual clock: it is built with this module's
+``PACING`` (it claims nothing on its own schedule) and this module decides when it claims."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import datetime
 
-from scheduler_emulator.dispatcher.loop import Dispatcher
+from scheduler_emulator.dispatcher.loop import Dispatcher, Pacing
 from scheduler_emulator.virtual_clock import VirtualClock
 
+# How the dispatcher a stepper drives is built (app.py): it claims only when a step asks (start_due), exactly
+# what is due at the step's instant (nothing ahead: the clock stands still until the next step); and every step
+# waits for its occurrences' writes, so they gather for 5 ms rather than the 20 ms of a dispatcher on its own
+# schedule (recorder.GATHER_SECONDS).
+PACING = Pacing(claims_on_schedule=False, claim_ahead=0.0, gather_seconds=0.005)
 MAX_STEPS = 10_000_000  # bound of one advance: each step runs at least one occurrence or retry, or it ends
 SETTLE_POLL = 0.002  # seconds between looks at the occurrences still running
 
 
 class ClockStepper:
-    """Moves ``clock`` and has ``dispatcher`` (built ``stepped``) run what falls due on the way. Hold ``lock``
+    """Moves ``clock`` and has ``dispatcher`` (built with ``PACING``) run what falls due on the way. Hold ``lock``
     around an advance and whatever decided its target: one advance at a time per process."""
 
     def __init__(self, clock: VirtualClock, dispatcher: Dispatcher) -> None:

@@ -9,136 +9,35 @@ import base64
 import re
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
-from api_support import future, http_action
-from support.waiting import wait_until
-from target_server import TargetServer
-
-NS = "{http://schemas.microsoft.com/windowsazure}"
-VERSION = {"x-ms-version": "2013-03-01"}
-CS_BODY = (
-    '<?xml version="1.0" encoding="utf-8" standalone="yes"?><CloudService xmlns="http://schemas.microsoft.com/'
-    'windowsazure"><Label>classic demo</Label><Description>demo service</Description><GeoRegion>West US'
-    "</GeoRegion></CloudService>"
+from starlette.testclient import TestClient
+from support.api_calls import future, http_action
+from support.classic_api import (
+    CS_BODY,
+    NS,
+    Classic,
+    assert_json_error,
+    assert_xml_error,
+    collection_body,
+    job,
+    text,
+    xml,
 )
+from support.clocks import SetClock
+from support.server import ServerProcess
+from support.target_server import TargetServer
+from support.waiting import wait_until
 
 
-def collection_body(
-    plan: str = "Standard", max_jobs: int = 50, label: str | None = "bar collection", frequency: str = "Minute"
-) -> str:
-    encoded = f"<Label>{base64.b64encode(label.encode()).decode()}</Label>" if label is not None else ""
-    return (
-        '<?xml version="1.0" encoding="utf-8" standalone="yes"?><Resource xmlns="http://schemas.microsoft.com/'
-        f'windowsazure"><IntrinsicSettings><Plan>{plan}</Plan><Quota><MaxJobCount>{max_jobs}</MaxJobCount>'
-        f"<MaxRecurrence><Frequency>{frequency}</Frequency><Interval>1</Interval></MaxRecurrence></Quota>"
-        f"</IntrinsicSettings>{encoded}</Resource>"
-    )
-
-
-class Classic:
-    """One test's classic names (a fresh subscription) and calls."""
-
-    def __init__(self, http: httpx.Client) -> None:
-        self.http = http
-        self.subscription = str(uuid.uuid4())
-        self.cloud_service = f"cs-{uuid.uuid4().hex[:8]}"
-        self.collection = f"jc-{uuid.uuid4().hex[:8]}"
-
-    @property
-    def cs_path(self) -> str:
-        return f"/{self.subscription}/CloudServices/{self.cloud_service}"
-
-    def collection_path(self, tilde: bool = True, collection: str | None = None) -> str:
-        middle = "/~" if tilde else ""
-        return (
-            f"/{self.subscription}/cloudservices/{self.cloud_service}/resources/scheduler{middle}/JobCollections/"
-            + (collection or self.collection)
-        )
-
-    @property
-    def jobs_path(self) -> str:
-        return self.collection_path() + "/jobs"
-
-    def arm_collection(self) -> str:
-        return (
-            f"/subscriptions/{self.subscription}/resourceGroups/{self.cloud_service}/providers/Microsoft.Scheduler"
-            f"/jobCollections/{self.collection}"
-        )
-
-    def call(self, method: str, path: str, body: str | bytes | None = None, **kw: Any) -> httpx.Response:
-        headers = {**VERSION, **kw.pop("headers", {})}
-        return self.http.request(method, path, content=body, headers=headers, **kw)
-
-    def job_call(self, method: str, path: str, body: Any = None, **params: str) -> httpx.Response:
-        content = body if isinstance(body, (bytes, str)) or body is None else httpx.Request("X", "/", json=body).content
-        return self.call(
-            method,
-            path,
-            content,
-            params={"api-version": "2014-04-01", **params},
-            headers={"content-type": "application/json; charset=utf-8"},
-        )
-
-    def arm(self, method: str, path: str, body: Any = None) -> httpx.Response:
-        return self.http.request(method, path, params={"api-version": "2016-03-01"}, json=body)
-
-    def create_cloud_service(self) -> httpx.Response:
-        response = self.call("PUT", self.cs_path, CS_BODY, headers={"content-type": "application/xml"})
-        assert response.status_code == 202, response.text
-        return response
-
-    def create_collection(self, body: str | None = None, cloud_service: bool = True) -> None:
-        if cloud_service:
-            self.create_cloud_service()
-        response = self.call(
-            "PUT",
-            self.collection_path(tilde=False),
-            body or collection_body(),
-            headers={"content-type": "application/xml"},
-        )
-        assert response.status_code == 202, response.text
-
-    def put_job(self, name: str, body: dict[str, Any] | None = None) -> httpx.Response:
-        return self.job_call("PUT", f"{self.jobs_path}/{name}", body or job(future()))
-
-
-def job(start: str, uri: str = "http://127.0.0.1:9/classic", **extra: Any) -> dict[str, Any]:
-    return {
-        "startTime": start,
-        "action": {"type": "Http", "request": {"uri": uri, "method": "POST", "body": "hello"}},
-        "recurrence": {"frequency": "Hour", "interval": 1},
-        **extra,
-    }
-
-
-def xml(response: httpx.Response) -> ET.Element:
-    assert response.headers["content-type"].startswith("application/xml"), response.headers
-    return ET.fromstring(response.content)
-
-
-def text(element: ET.Element, path: str) -> str | None:
-    found = element.find("/".join(NS + part for part in path.split("/")))
-    return None if found is None else (found.text or "")
-
-
-def assert_xml_error(response: httpx.Response, status: int, code: str) -> str:
-    assert response.status_code == status, response.text
-    root = xml(response)
-    assert root.tag == NS + "Error"
-    assert text(root, "Code") == code, response.text
-    return text(root, "Message") or ""
-
-
-def assert_json_error(response: httpx.Response, status: int, code: str) -> str:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    error = response.json()["error"]
-    assert error["code"] == code, response.text
-    return str(error["message"])
+@pytest.fixture
+def http(app: TestClient) -> TestClient:
+    """This module's requests go to the API in-process (conftest's ``app``): nothing process-level is under test."""
+    return app
 
 
 @pytest.fixture
@@ -303,7 +202,7 @@ def test_name_availability_npm_and_python_shapes(classic: Classic) -> None:
     assert_xml_error(classic.call("GET", base), 400, "BadRequest")
 
 
-def test_update_needs_the_current_etag(classic: Classic) -> None:
+def test_update_needs_the_current_etag(classic: Classic, app_clock: SetClock) -> None:
     classic.create_collection()
     before = xml(classic.call("GET", classic.collection_path()))
     etag = text(before, "ETag")
@@ -313,6 +212,7 @@ def test_update_needs_the_current_etag(classic: Classic) -> None:
     assert_xml_error(classic.call("PUT", path, update, headers={"if-match": "0" * 32}), 412, "PreconditionFailed")
     assert ET.tostring(xml(classic.call("GET", classic.collection_path()))) == ET.tostring(before)
 
+    app_clock.moment += timedelta(seconds=1)  # time passes between two writes (the ETag follows the update time)
     assert classic.call("PUT", path, update, headers={"if-match": etag or ""}).status_code == 202
     after = xml(classic.call("GET", classic.collection_path()))
     assert text(after, "IntrinsicSettings/Quota/MaxJobCount") == "40"
@@ -544,7 +444,17 @@ def test_a_classic_job_is_an_arm_job_and_an_arm_job_a_classic_one(classic: Class
     assert classic.arm("GET", classic.arm_collection() + "/jobs/from-arm").json()["properties"]["state"] == "disabled"
 
 
-def test_a_classic_job_fires_and_its_history_reads_back_through_classic(classic: Classic, target: TargetServer) -> None:
+@pytest.fixture
+def classic_on_server(server: ServerProcess) -> Iterator[Classic]:
+    """Classic calls to the session server: a started process, whose dispatcher fires jobs."""
+    with server.client() as client:
+        yield Classic(client)
+
+
+def test_a_classic_job_fires_and_its_history_reads_back_through_classic(
+    classic_on_server: Classic, target: TargetServer
+) -> None:
+    classic = classic_on_server
     classic.create_collection()
     path = f"/classic-fire/{uuid.uuid4().hex}"
     start = (datetime.now(UTC) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")

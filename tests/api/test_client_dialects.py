@@ -8,17 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from api_support import (
-    call,
-    create_collection,
-    create_job,
-    expect_ok,
-    get,
-    http_action,
-    job_body,
-    list_all,
-)
-from conftest import Names
+from starlette.testclient import TestClient
+from support.api_calls import call, create_collection, create_job, expect_ok, get, http_action, job_body, list_all
+from support.names import Names
+
+
+@pytest.fixture
+def http(app: TestClient) -> TestClient:
+    """This module's requests go to the API in-process (conftest's ``app``): nothing process-level is under test."""
+    return app
+
 
 # What each client sends (printed by each SDK against a recording server).
 UA_2_0_0 = (

@@ -9,8 +9,8 @@ import csv
 import io
 from datetime import UTC, datetime, timedelta
 
-from api_support import LOOPBACK_URI, assert_arm_error
-from conftest import API, create_job
+from support.api_calls import LOOPBACK_URI, assert_arm_error
+from support.api_client import API, create_job
 from support.waiting import unique, wait_until
 
 OVERVIEW = "/_emulator/dashboard/overview"

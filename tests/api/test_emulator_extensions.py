@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from conftest import API
+from starlette.testclient import TestClient
+from support.api_client import API
+from support.server import ServerProcess
+
+
+@pytest.fixture
+def http(app: TestClient) -> TestClient:
+    """This module's requests go to the API in-process (conftest's ``app``): nothing process-level is under test."""
+    return app
+
 
 PREVIEW = "/_emulator/recurrence/preview"
 
@@ -91,8 +100,9 @@ def test_preview_needs_no_api_version(http) -> None:
     assert http.post(PREVIEW, json={}).status_code == 200
 
 
-def test_health_reports_store_and_dispatcher(http, backend) -> None:
-    response = http.get("/_emulator/health")
+def test_health_reports_store_and_dispatcher(server: ServerProcess, backend) -> None:
+    with server.client() as client:  # the started process, whose dispatcher runs
+        response = client.get("/_emulator/health")
     assert response.status_code == 200
     body = response.json()
     assert body["status"] == "ok"

@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from api_support import (
+from sqlalchemy import func, select
+from starlette.testclient import TestClient
+from support.api_calls import (
     assert_arm_error,
     create_collection,
     create_job,
@@ -14,11 +16,9 @@ from api_support import (
     expect_ok,
     get,
     list_all,
-    store,
-    stored_job,
     unchanged,
 )
-from sqlalchemy import func, select
+from support.server_store import store, stored_job
 from support.times import iso_seconds
 
 from scheduler_emulator.domain.history import history_id
@@ -27,6 +27,13 @@ from scheduler_emulator.store import repository
 from scheduler_emulator.store.dispatch_batches import batches_for
 from scheduler_emulator.store.dispatch_records import AttemptRecord
 from scheduler_emulator.store.models import JobHistoryRow
+
+
+@pytest.fixture
+def http(app: TestClient) -> TestClient:
+    """This module's requests go to the API in-process (conftest's ``app``): nothing process-level is under test."""
+    return app
+
 
 HISTORY_TYPE = "Microsoft.Scheduler/jobCollections/jobs/history"
 BASE = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -146,12 +153,12 @@ def test_history_keeps_the_creation_casing_of_names(http, backend, names):
     assert entry["name"] == f"{names.collection}/MixedCase/{history}"
 
 
-def test_history_pages_with_absolute_next_links(http, server, names, job):
+def test_history_pages_with_absolute_next_links(http, names, job):
     items, links = list_all(http, history_path(names), **{"$top": "3"})
     assert [entry["name"].rsplit("/", 1)[1] for entry in items] == list(reversed(job))
     assert len(links) == 2
     for link in links:
-        assert link.startswith(server.url.rstrip("/") + history_path(names) + "?"), link
+        assert link.startswith(str(http.base_url).rstrip("/") + history_path(names) + "?"), link
         assert "api-version=" in link
     page = expect_ok(get(http, history_path(names), **{"$top": "2", "$skip": "5"}))
     assert [entry["name"].rsplit("/", 1)[1] for entry in page["value"]] == [job[1], job[0]]

@@ -8,10 +8,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from api_support import collection_body, create_collection, create_job, expect_ok, get, job_body, snapshot
-from conftest import Names, ServerProcess
-from hostile_cases import CASES
-from raw_http import RawClient
+from support.api_calls import collection_body, create_collection, create_job, expect_ok, get, job_body, snapshot
+from support.hostile_cases import CASES
+from support.names import Names
+from support.raw_http import RawClient
+from support.server import ServerProcess
 
 
 @pytest.fixture(scope="module")

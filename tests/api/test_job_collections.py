@@ -10,7 +10,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from api_support import (
+from sqlalchemy import func, select
+from starlette.testclient import TestClient
+from support.api_calls import (
     assert_arm_error,
     call,
     collection_body,
@@ -26,17 +28,22 @@ from api_support import (
     patch,
     post,
     put,
-    store,
-    stored_job,
     unchanged,
-    update_job_row,
 )
-from conftest import Names, unique
-from sqlalchemy import func, select
+from support.names import Names
+from support.server_store import store, stored_job, update_job_row
+from support.waiting import unique
 
 from scheduler_emulator.domain.history import history_id
 from scheduler_emulator.store import repository
 from scheduler_emulator.store.models import JobHistoryRow, JobRow
+
+
+@pytest.fixture
+def http(app: TestClient) -> TestClient:
+    """This module's requests go to the API in-process (conftest's ``app``): nothing process-level is under test."""
+    return app
+
 
 COLLECTION_TYPE = "Microsoft.Scheduler/jobCollections"
 
@@ -486,7 +493,7 @@ def test_delete_of_missing_collection_is_404(http, names):
 # ------------------------------------------------------------------------------------------------ lists
 
 
-def test_list_by_subscription_and_resource_group_with_paging(http, server, names):
+def test_list_by_subscription_and_resource_group_with_paging(http, names):
     first_rg = [Names(subscription=names.subscription, resource_group=names.resource_group) for _ in range(3)]
     second_rg = [Names(subscription=names.subscription, resource_group=unique("rg-")) for _ in range(2)]
     for n in first_rg + second_rg:
@@ -498,7 +505,7 @@ def test_list_by_subscription_and_resource_group_with_paging(http, server, names
     assert [c["id"] for c in items] == [n.collection_path for n in first_rg + second_rg]
     assert len(links) == 2
     for link in links:
-        assert link.startswith(server.url.rstrip("/") + "/subscriptions/"), link
+        assert link.startswith(str(http.base_url).rstrip("/") + "/subscriptions/"), link
         assert "api-version=" in link
     assert all(c["type"] == COLLECTION_TYPE for c in items)
 

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from api_support import (
+from starlette.testclient import TestClient
+from support.api_calls import (
     LOOPBACK_URI,
     assert_arm_error,
     call,
@@ -27,14 +28,20 @@ from api_support import (
     patch,
     post,
     put,
-    stored_job,
     unchanged,
-    update_job_row,
 )
-from conftest import Names
 from support.certificates import pfx as pfx_base64
 from support.certificates import self_signed
 from support.certificates import thumbprint as sha1_thumbprint
+from support.names import Names
+from support.server_store import stored_job, update_job_row
+
+
+@pytest.fixture
+def http(app: TestClient) -> TestClient:
+    """This module's requests go to the API in-process (conftest's ``app``): nothing process-level is under test."""
+    return app
+
 
 JOB_TYPE = "Microsoft.Scheduler/jobCollections/jobs"
 
@@ -1189,7 +1196,7 @@ def test_list_jobs_filters_by_state(http, backend, collection):
             assert_arm_error(get(http, path, **{"$filter": bad}), 400, "BadRequest", "$filter")
 
 
-def test_list_jobs_pages_with_absolute_next_links(http, server, collection):
+def test_list_jobs_pages_with_absolute_next_links(http, collection):
     for index in range(5):
         create_job(http, collection, f"job{index}")
     path = collection.collection_path + "/jobs"
@@ -1198,7 +1205,7 @@ def test_list_jobs_pages_with_absolute_next_links(http, server, collection):
     assert all(j["type"] == JOB_TYPE for j in items)
     assert len(links) == 2
     for link in links:
-        assert link.startswith(server.url.rstrip("/") + collection.collection_path + "/jobs?"), link
+        assert link.startswith(str(http.base_url).rstrip("/") + collection.collection_path + "/jobs?"), link
     filtered, links = list_all(http, path, **{"$top": "1", "$filter": "state eq 'Enabled'"})
     assert len(filtered) == 5 and len(links) == 4
     assert all("filter" in link for link in links)

@@ -13,9 +13,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-from api_support import collection_body, create_collection, create_job, job_body
-from conftest import API, Names, ServerProcess
-from sdk_openapi import build_spec
+from support.api_calls import collection_body, create_collection, create_job, job_body
+from support.api_client import API
+from support.names import Names
+from support.sdk_openapi import build_spec
+from support.server import ServerProcess
 
 # per operation and variant: 150 make ~5,400 requests per store, so CI sends more than 10,000 over both (issue 13)
 EXAMPLES = int(os.environ.get("SCHEDULER_TEST_SCHEMATHESIS_EXAMPLES", "150"))
@@ -60,20 +62,68 @@ def test_sdk_contract_covers_the_api():
     assert definitions["JobRecurrenceScheduleMonthlyOccurrence"]["properties"]["Occurrence"] == {"type": "integer"}
 
 
-def test_generated_requests_never_get_a_server_error(server: ServerProcess):
+# The pinned names, and the cases hypothesis generated for them (per operation and variant): derandomized, so every
+# store was always sent the same cases; they are generated once per run (generation is most of the cost) and sent
+# over HTTP to each store's server in turn.
+_PINNED_NAMES = Names()
+_GENERATED: list[list[Any]] = []
+
+
+def _pinned() -> dict[str, str]:
+    return {
+        "subscriptionId": _PINNED_NAMES.subscription,
+        "resourceGroupName": _PINNED_NAMES.resource_group,
+        "jobCollectionName": _PINNED_NAMES.collection,
+        "jobName": "victim",
+    }
+
+
+def _generated_cases(server: ServerProcess) -> list[list[Any]]:
+    """Per operation, a valid variant on the pinned (existing) resources, an invalid one, and a valid one on
+    arbitrary names: EXAMPLES cases each (fewer where hypothesis runs out of distinct ones)."""
+    if _GENERATED:
+        return _GENERATED
     import schemathesis
     from hypothesis import HealthCheck, Phase, given, settings
     from schemathesis import GenerationMode
-    from schemathesis.checks import response_schema_conformance
 
     schema = schemathesis.openapi.from_dict(_spec(server))
-    names = Names()
-    pinned = {
-        "subscriptionId": names.subscription,
-        "resourceGroupName": names.resource_group,
-        "jobCollectionName": names.collection,
-        "jobName": "victim",
-    }
+    pinned = _pinned()
+    generated: list[list[Any]] = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        params = {name: value for name, value in pinned.items() if f"{{{name}}}" in operation.path}
+        variants = [
+            operation.as_strategy(GenerationMode.POSITIVE, path_parameters=params, query={"api-version": API}),
+            operation.as_strategy(GenerationMode.NEGATIVE, path_parameters=params),
+            operation.as_strategy(GenerationMode.POSITIVE),
+        ]
+        for strategy in variants:
+            cases: list[Any] = []
+
+            @settings(
+                max_examples=EXAMPLES,
+                phases=[Phase.generate],
+                deadline=None,
+                database=None,
+                derandomize=True,
+                suppress_health_check=list(HealthCheck),
+            )
+            @given(case=strategy)
+            def collect(case: Any) -> None:
+                cases.append(case)  # noqa: B023 - run at once, for this variant
+
+            collect()
+            generated.append(cases)
+    _GENERATED[:] = generated
+    return _GENERATED
+
+
+def test_generated_requests_never_get_a_server_error(server: ServerProcess):
+    from schemathesis.checks import response_schema_conformance
+
+    names = _PINNED_NAMES
+    pinned = _pinned()
     session = requests.Session()
     session.verify = str(server.cert_path) if server.cert_path else True
     sent = 0
@@ -92,50 +142,31 @@ def test_generated_requests_never_get_a_server_error(server: ServerProcess):
         create_collection(client, names)
         create_job(client, names, "victim", job_body())
 
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        params = {name: value for name, value in pinned.items() if f"{{{name}}}" in operation.path}
-        variants = [
-            operation.as_strategy(GenerationMode.POSITIVE, path_parameters=params, query={"api-version": API}),
-            operation.as_strategy(GenerationMode.NEGATIVE, path_parameters=params),
-            operation.as_strategy(GenerationMode.POSITIVE),
-        ]
-        for strategy in variants:
-            restore()
-
-            @settings(
-                max_examples=EXAMPLES,
-                phases=[Phase.generate],
-                deadline=None,
-                database=None,
-                derandomize=True,
-                suppress_health_check=list(HealthCheck),
-            )
-            @given(case=strategy)
-            def run(case: Any) -> None:
-                nonlocal sent, in_calls
-                began = time.perf_counter()
-                response = case.call(base_url=server.url, session=session, timeout=30, verify=session.verify)
-                sent += 1
-                in_calls += time.perf_counter() - began
-                label = f"{case.method} {case.formatted_path}"
-                if response.status_code >= 500:
-                    server_errors.append(f"{label}: {response.status_code} {response.text[:300]}")
-                    return
-                on_victims = all(pinned.get(k) == v for k, v in (case.path_parameters or {}).items())
-                if response.status_code < 300 and on_victims:
-                    try:
-                        case.validate_response(response, checks=[response_schema_conformance])
-                    except BaseExceptionGroup as group:  # several distinct failures: schemathesis' FailureGroup
-                        for failure in group.exceptions:
-                            _count(violations, label, str(failure))
-                    except Exception as exc:  # noqa: BLE001 - a failed check is what is recorded
-                        _count(violations, label, str(exc))
-
-            run()
+    generated = _generated_cases(server)
+    generating = time.perf_counter() - started
+    for cases in generated:
+        restore()
+        for case in cases:
+            began = time.perf_counter()
+            response = case.call(base_url=server.url, session=session, timeout=30, verify=session.verify)
+            sent += 1
+            in_calls += time.perf_counter() - began
+            label = f"{case.method} {case.formatted_path}"
+            if response.status_code >= 500:
+                server_errors.append(f"{label}: {response.status_code} {response.text[:300]}")
+                continue
+            on_victims = all(pinned.get(k) == v for k, v in (case.path_parameters or {}).items())
+            if response.status_code < 300 and on_victims:
+                try:
+                    case.validate_response(response, checks=[response_schema_conformance])
+                except BaseExceptionGroup as group:  # several distinct failures: schemathesis' FailureGroup
+                    for failure in group.exceptions:
+                        _count(violations, label, str(failure))
+                except Exception as exc:  # noqa: BLE001 - a failed check is what is recorded
+                    _count(violations, label, str(exc))
     print(
-        f"schemathesis sent {sent} requests in {time.perf_counter() - started:.1f} s ({in_calls:.1f} s waiting for "
-        f"answers); {len(server_errors)} server errors; violations {violations}"
+        f"schemathesis sent {sent} requests in {time.perf_counter() - started:.1f} s ({generating:.1f} s generating "
+        f"them, {in_calls:.1f} s waiting for answers); {len(server_errors)} server errors; violations {violations}"
     )
     assert not server_errors, "\n".join(server_errors[:20])
     unexplained = {key: count for key, count in violations.items() if key not in ALLOWED_VIOLATIONS}

@@ -9,7 +9,10 @@ import typing
 from typing import Any
 
 import pytest
-from api_support import (
+from pydantic import BaseModel
+from pydantic.alias_generators import to_camel
+from starlette.testclient import TestClient
+from support.api_calls import (
     assert_arm_error,
     call,
     collection_body,
@@ -22,19 +25,24 @@ from api_support import (
     job_body,
     patch,
     put,
-    stored_job,
     unchanged,
 )
-from conftest import Names
-from hostile_cases import SAS_KEY_NAMES, STORAGE_ACCOUNTS
-from pydantic import BaseModel
-from pydantic.alias_generators import to_camel
-from test_classic_api import Classic, assert_json_error, assert_xml_error
-from test_classic_api import collection_body as classic_collection_body
+from support.classic_api import Classic, assert_json_error, assert_xml_error
+from support.classic_api import collection_body as classic_collection_body
+from support.hostile_cases import SAS_KEY_NAMES, STORAGE_ACCOUNTS
+from support.names import Names
+from support.server_store import stored_job
 
 from scheduler_emulator.api.preview import PreviewIn
 from scheduler_emulator.schemas.job import JobDefinitionIn
 from scheduler_emulator.schemas.job_collection import JobCollectionIn
+
+
+@pytest.fixture
+def http(app: TestClient) -> TestClient:
+    """This module's requests go to the API in-process (conftest's ``app``): nothing process-level is under test."""
+    return app
+
 
 BASIC = {"type": "Basic", "username": "user", "password": "stored-password"}
 SB_AUTH = {"type": "SharedAccessKey", "sasKeyName": "send", "sasKey": "stored-sas-key"}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from api_support import (
+from starlette.testclient import TestClient
+from support.api_calls import (
     assert_arm_error,
     call,
     collection_body,
@@ -18,8 +19,14 @@ from api_support import (
     put,
     unchanged,
 )
-from conftest import API
-from raw_http import RawClient
+from support.api_client import API
+from support.raw_http import RawClient
+
+
+@pytest.fixture
+def http(app: TestClient) -> TestClient:
+    """This module's requests go to the API in-process (conftest's ``app``): nothing process-level is under test."""
+    return app
 
 
 def _raw_put(http, path, text):

@@ -4,7 +4,8 @@ failure, case-insensitive paths and names, and the URL length limit."""
 from __future__ import annotations
 
 import pytest
-from api_support import (
+from starlette.testclient import TestClient
+from support.api_calls import (
     ACCEPTED_API_VERSIONS,
     assert_arm_error,
     call,
@@ -18,7 +19,14 @@ from api_support import (
     put,
     unchanged,
 )
-from conftest import Names
+from support.names import Names
+
+
+@pytest.fixture
+def http(app: TestClient) -> TestClient:
+    """This module's requests go to the API in-process (conftest's ``app``): nothing process-level is under test."""
+    return app
+
 
 # ------------------------------------------------------------------------------------------ api-version
 
@@ -227,7 +235,7 @@ def test_enable_and_disable_segments_are_case_insensitive(http, names):
 # ------------------------------------------------------------------------------------------ URL length
 
 
-def test_url_over_2048_characters_is_refused(http, server, names):
+def test_url_over_2048_characters_is_refused(http, names):
     create_collection(http, names)
     long_name = "j" * 2100
     with unchanged(http, names.collection_path, names.collection_path + "/jobs"):

@@ -1,6 +1,6 @@
 """Answer as Azure answered: the real service's recorded traffic (recordings/, SOURCES.md) replayed against
 a started emulator on each store; every exchange matches or is explained by a stated rule
-(conformance_replay.py)."""
+(support/conformance_replay.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from conformance_replay import Replayer, load_sessions, rules_text
-from conftest import API, EmulatorPool, ServerProcess
+from support.api_client import API
+from support.conformance_replay import Replayer, load_sessions, rules_text
+from support.server import EmulatorPool, ServerProcess
+from support.target_server import TargetServer
 from support.times import iso_seconds as iso
 from support.times import parse
-from target_server import TargetServer
 
 CLOCK_START = "2015-06-30T00:00:00Z"  # before the oldest recording; the clock only moves forward
 

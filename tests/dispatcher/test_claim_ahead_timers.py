@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import uvloop
+from support.scratch_store import add_collection, add_job, scratch_database
+from support.target_server import TargetServer
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
@@ -18,8 +20,6 @@ from scheduler_emulator.dispatcher.loop import Dispatcher
 from scheduler_emulator.domain.clock import WallClock
 from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.store.database import Database
-from tests.dispatch_support import add_collection, add_job, scratch_database
-from tests.target_server import TargetServer
 
 JOBS = 40
 
@@ -45,7 +45,7 @@ def test_occurrences_claimed_ahead_fire_on_time_with_few_timer_wakeups(
     async def scenario() -> None:
         nonlocal wakeups
         actions = Actions(settings)
-        dispatcher = Dispatcher(database, WallClock(), settings, actions, Metrics())
+        dispatcher = Dispatcher(database, clock=WallClock(), settings=settings, actions=actions, metrics=Metrics())
         on_time = dispatcher._on_time
 
         def counted(*args: Any) -> None:

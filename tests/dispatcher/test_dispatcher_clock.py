@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from support.clocks import SetClock
+from support.scratch_store import BACKENDS, T0, add_collection, add_job, scratch_database
+from support.target_server import TargetServer
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.firing import Actions
@@ -18,8 +21,6 @@ from scheduler_emulator.dispatcher.loop import Dispatcher
 from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobHistoryRow, JobRow
-from tests.dispatch_support import BACKENDS, T0, SetClock, add_collection, add_job, scratch_database
-from tests.target_server import TargetServer
 
 
 @pytest.fixture(params=BACKENDS)
@@ -35,7 +36,7 @@ def run(database: Database, clock: SetClock, moves: list[datetime], target: Targ
 
     async def scenario() -> None:
         actions = Actions(settings)
-        dispatcher = Dispatcher(database, clock, settings, actions, Metrics())
+        dispatcher = Dispatcher(database, clock=clock, settings=settings, actions=actions, metrics=Metrics())
         dispatcher.start()
         try:
             for moment in moves:

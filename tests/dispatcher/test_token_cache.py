@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 
+from support.target_server import TargetServer
+
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions.http import TokenCache
 from scheduler_emulator.dispatcher.actions.session import SharedSession
-from tests.target_server import TargetServer
 
 
 def test_tokens_are_reused_and_the_least_recently_used_is_dropped(target: TargetServer) -> None:
@@ -22,7 +23,12 @@ def test_tokens_are_reused_and_the_least_recently_used_is_dropped(target: Target
         shared = SharedSession(settings.outbound_policy, 10)
         try:
             for client in clients:
-                assert await cache.token(shared.get(), "tenant", client, "secret", "https://audience") == "t"
+                assert (
+                    await cache.token(
+                        shared.get(), tenant="tenant", client_id=client, secret="secret", audience="https://audience"
+                    )
+                    == "t"
+                )
         finally:
             await shared.close()
 

@@ -16,7 +16,7 @@ from itertools import takewhile
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import times
+from support.times import iso as iso_utc
 
 from scheduler_emulator.domain.recurrence import (
     Frequency,
@@ -39,7 +39,7 @@ def at(text: str) -> datetime:
 
 def iso(moment: datetime) -> str:
     assert moment.utcoffset() == timedelta(0)
-    return times.iso(moment)
+    return iso_utc(moment)
 
 
 def first(

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import API, TEST_SECRET_KEY, EmulatorPool, Names, ServerProcess, create_job, fresh_database
+from support.api_client import API, create_job
+from support.databases import TEST_SECRET_KEY, fresh_database
+from support.names import Names
+from support.server import EmulatorPool, ServerProcess
+from support.target_server import TargetServer
 from support.waiting import wait_until
-from target_server import TargetServer
 
 from scheduler_emulator.domain.clock import isoformat_z
 

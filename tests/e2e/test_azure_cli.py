@@ -1,4 +1,4 @@
-"""The real Azure CLI (``azure-cli`` from PyPI in its own environment, tests/azure_cli.py) against a started
+"""The real Azure CLI (``azure-cli`` from PyPI in its own environment, support/azure_cli.py) against a started
 emulator over HTTPS with its certificate trusted, following the README's "Using the Azure CLI and
 azure-identity" as written: the server started as the README starts it, the README's commands run by bash
 (only the addresses, the certificate's path and the az profile folder swapped for this test's), and what they
@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 from azure.identity import ClientSecretCredential
-from azure_cli import AzureCli, az_python
-from conftest import EmulatorPool, ServerProcess
-from sdk_envs import REPO
+from support.azure_cli import AzureCli, az_python
 from support.certificates import key_pem, pem, self_signed
+from support.environment import REPO
 from support.sdk import scheduler_sdk
-from target_server import TargetServer
+from support.server import EmulatorPool, ServerProcess
+from support.target_server import TargetServer
 
 ALL_ZERO = "00000000-0000-0000-0000-000000000000"
 CERT_APP = "5c4b3a29-1807-4f6e-9d5c-4b3a29180706"
@@ -161,8 +161,14 @@ def _registered(az: Path, started: Started, profile: Path) -> AzureCli:
 def test_login_with_a_certificate_then_az_rest(az: Path, started: Started, tmp_path: Path) -> None:
     cli = _registered(az, started, tmp_path / "profile")
     cli.run(
-        "login", "--service-principal", "-u", CERT_APP, "--certificate", str(started.cert_with_key),
-        "--tenant", started.tenant,
+        "login",
+        "--service-principal",
+        "-u",
+        CERT_APP,
+        "--certificate",
+        str(started.cert_with_key),
+        "--tenant",
+        started.tenant,
     )
     account = json.loads(cli.run("account", "show").stdout)
     assert account["user"] == {"name": CERT_APP, "type": "servicePrincipal"}
@@ -170,7 +176,10 @@ def test_login_with_a_certificate_then_az_rest(az: Path, started: Started, tmp_p
     assert west.stdout.strip() == "West US"
     listed = json.loads(
         cli.run(
-            "rest", "--method", "get", "--url",
+            "rest",
+            "--method",
+            "get",
+            "--url",
             f"/subscriptions/{ALL_ZERO}/providers/Microsoft.Scheduler/jobCollections?api-version=2016-03-01",
         ).stdout
     )
@@ -180,7 +189,14 @@ def test_login_with_a_certificate_then_az_rest(az: Path, started: Started, tmp_p
 def test_a_wrong_secret_is_refused_as_entra_id_refuses_it(az: Path, started: Started, tmp_path: Path) -> None:
     cli = _registered(az, started, tmp_path / "profile")
     done = cli.run(
-        "login", "--service-principal", "-u", started.client_id, "-p", "not-the-secret", "--tenant", started.tenant,
+        "login",
+        "--service-principal",
+        "-u",
+        started.client_id,
+        "-p",
+        "not-the-secret",
+        "--tenant",
+        started.tenant,
         check=False,
     )
     assert done.returncode != 0

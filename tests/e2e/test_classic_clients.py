@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from azurite import missing
-from sdk_envs import REPO, sdk_pythons
 from support.certificates import key_pem, pem, self_signed
+from support.environment import REPO, missing
+from support.sdk_envs import sdk_pythons
 from support.server import EmulatorPool, ServerProcess
 from support.waiting import wait_until
 

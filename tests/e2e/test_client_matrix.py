@@ -2,7 +2,7 @@
 
 Five clients, each in its own environment against one emulator over HTTPS: azure-mgmt-scheduler 2.0.0,
 1.1.3 and 1.1.2 (msrest), 7.0.0 (azure-core), each in a virtual environment the test run creates and
-caches (tests/sdk_envs.py), and the JavaScript SDK azure-arm-scheduler 1.2.0-preview through Node
+caches (tests/support/sdk_envs.py), and the JavaScript SDK azure-arm-scheduler 1.2.0-preview through Node
 (package.json). Each runs tests/e2e/clients/{python_client.py,node_client.js} as a subprocess, and
 raw HTTP (httpx) plays a sixth client.
 
@@ -35,12 +35,14 @@ from typing import Any
 
 import httpx
 import pytest
-from azurite import missing
-from conftest import API, EmulatorPool, ServerProcess, unique, wait_until
-from sdk_envs import REPO, sdk_pythons
+from support.api_client import API
+from support.environment import REPO, missing
+from support.sdk_envs import sdk_pythons
+from support.server import EmulatorPool, ServerProcess
+from support.target_server import TargetServer
 from support.times import iso_seconds as iso
 from support.times import parse
-from target_server import TargetServer
+from support.waiting import unique, wait_until
 
 SDKS = ("2.0.0", "1.1.3", "1.1.2", "7.0.0")
 JS = "js 1.2.0-preview"

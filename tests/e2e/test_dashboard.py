@@ -19,8 +19,8 @@ import pytest
 from playwright.sync_api import expect
 from support.browser import launched_chromium
 from support.server import EmulatorPool, ServerProcess
+from support.target_server import TargetServer
 from support.waiting import wait_until
-from target_server import TargetServer
 
 REPO = Path(__file__).resolve().parents[2]
 README_SCREENSHOTS = REPO / "docs" / "screenshots"

@@ -18,9 +18,12 @@ from azure.core.credentials import AccessToken
 from azure.core.exceptions import HttpResponseError
 from azure.mgmt.resource import ResourceManagementClient
 from azure.mgmt.scheduler import SchedulerManagementClient
-from conftest import EmulatorPool, Names, ServerProcess, fresh_database, wait_until
+from support.databases import fresh_database
+from support.names import Names
 from support.sdk import resource_sdk, scheduler_sdk
-from target_server import TargetServer
+from support.server import EmulatorPool, ServerProcess
+from support.target_server import TargetServer
+from support.waiting import wait_until
 
 DATA = Path(__file__).parent.parent / "templates" / "data"
 QUICKSTART = json.loads((DATA / "scheduler-webapp.azuredeploy.json").read_text())

@@ -27,12 +27,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import API, TEST_SECRET_KEY, EmulatorPool, Names, ServerProcess
 from sqlalchemy import select
+from support.api_client import API
+from support.databases import TEST_SECRET_KEY
+from support.names import Names
 from support.private_postgres import PrivatePostgres
+from support.server import EmulatorPool, ServerProcess
+from support.store_rows import insert_due_jobs
+from support.target_server import TargetServer, fired_paths
 from support.waiting import wait_until
-from target_server import TargetServer
-from test_scale_out import fired_paths, insert_due_jobs
 
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobRow, OccurrenceRow

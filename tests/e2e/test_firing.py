@@ -26,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Names, fresh_database, unique, wait_until
 from sqlalchemy import select
 from support.api_client import QUICK_DISPATCH, EmulatorApi
+from support.databases import fresh_database
+from support.names import Names
+from support.target_server import Received, TargetServer
 from support.times import iso, parse, utcnow, whole_seconds_from_now
-from target_server import Received, TargetServer
+from support.waiting import unique, wait_until
 
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow, OccurrenceRow

@@ -18,10 +18,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import TEST_SECRET_KEY, EmulatorPool, Names, PostgresDatabase, ServerProcess, require_postgres
+from support.databases import TEST_SECRET_KEY, PostgresDatabase, require_postgres
+from support.names import Names
+from support.server import EmulatorPool, ServerProcess
+from support.store_rows import insert_due_jobs
+from support.target_server import TargetServer, fired_paths
 from support.waiting import wait_until
-from target_server import TargetServer
-from test_scale_out import fired_paths, insert_due_jobs
 
 from scheduler_emulator.store.database import Database
 

@@ -15,12 +15,13 @@ from urllib.parse import parse_qs
 
 import httpx
 import pytest
-from conftest import API, EmulatorPool, Names, ServerProcess, create_job
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
-from support.api_client import wait_history
+from support.api_client import API, create_job, wait_history
 from support.certificates import pem, pfx, self_signed, write_pem_files
-from target_server import TargetServer
+from support.names import Names
+from support.server import EmulatorPool, ServerProcess
+from support.target_server import TargetServer
 
 
 @dataclass

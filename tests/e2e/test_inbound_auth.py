@@ -23,10 +23,12 @@ import pytest
 from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError
 from azure.mgmt.scheduler.models import JobCollectionDefinition, JobCollectionProperties, Sku
-from conftest import API, EmulatorPool, Names, ServerProcess
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from support.api_client import API
+from support.names import Names
 from support.sdk import scheduler_sdk
+from support.server import EmulatorPool, ServerProcess
 
 AUDIENCE = "https://management.core.windows.net/"
 ISSUER = "https://sts.windows.net/00000000-0000-0000-0000-000000000000/"

@@ -17,8 +17,10 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
-from conftest import EmulatorPool, Names, PostgresDatabase, ServerProcess, require_postgres
+from support.databases import PostgresDatabase, require_postgres
 from support.keep_alive_load import LoadShape, run_load
+from support.names import Names
+from support.server import EmulatorPool, ServerProcess
 from support.waiting import wait_until
 
 LONG = os.environ.get("SCHEDULER_FAULTS_LONG", "") not in ("", "0")

@@ -11,9 +11,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import API, EmulatorPool, Names, PostgresDatabase, ServerProcess, create_job, require_postgres, wait_until
-from support.api_client import history_entries
-from target_server import TargetServer
+from support.api_client import API, create_job, history_entries
+from support.databases import PostgresDatabase, require_postgres
+from support.names import Names
+from support.server import EmulatorPool, ServerProcess
+from support.target_server import TargetServer
+from support.waiting import wait_until
 
 PARAMS = {"api-version": API}
 
@@ -48,7 +51,7 @@ def _metric(text: str, name: str, **labels: str) -> float:
 def test_health_is_503_while_the_database_is_away(start) -> None:
     require_postgres()
     import psycopg
-    from conftest import PG_ADMIN_DSN
+    from support.databases import PG_ADMIN_DSN
 
     database = PostgresDatabase().create()
     try:

@@ -17,9 +17,11 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import API, EmulatorPool, Names, ServerProcess, create_job, unique, wait_until
-from support.api_client import history_entries
-from target_server import TargetServer
+from support.api_client import API, create_job, history_entries
+from support.names import Names
+from support.server import EmulatorPool, ServerProcess
+from support.target_server import TargetServer
+from support.waiting import unique, wait_until
 
 PARAMS = {"api-version": API}
 NO_RETRY = {"retryType": "None"}

@@ -14,8 +14,10 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.mgmt.resource import ResourceManagementClient
 from azure.mgmt.scheduler import SchedulerManagementClient
 from azure.mgmt.scheduler.models import JobCollectionDefinition, JobCollectionProperties, Sku
-from conftest import EmulatorPool, Names, ServerProcess, create_job
+from support.api_client import create_job
+from support.names import Names
 from support.sdk import resource_sdk, scheduler_sdk
+from support.server import EmulatorPool, ServerProcess
 
 
 class FakeCredential:

@@ -5,21 +5,23 @@ flight in the killed process; and a PostgreSQL restart in the middle of a run is
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import API, EmulatorPool, Names, PostgresDatabase, ServerProcess, require_postgres
 from sqlalchemy import func, select
+from support.api_client import API
+from support.databases import PostgresDatabase, require_postgres
+from support.names import Names
 from support.private_postgres import PrivatePostgres
-from support.store_rows import collection_row, job_row
-from target_server import TargetServer
+from support.server import EmulatorPool, ServerProcess
+from support.store_rows import insert_due_jobs
+from support.target_server import TargetServer, fired_paths
 
 from scheduler_emulator.store.database import Database
-from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
+from scheduler_emulator.store.models import JobHistoryRow, JobRow, OccurrenceRow
 
 PARAMS = {"api-version": API}
 
@@ -41,55 +43,6 @@ def processes(emulators: EmulatorPool, tmp_path: Path) -> Callable[..., ServerPr
         )
 
     return start
-
-
-def insert_due_jobs(
-    database_url: str, names: Names, prefix: str, count: int, first: datetime, window: float, uri: str
-) -> None:
-    """``count`` one-time jobs due uniformly over ``window`` seconds from ``first``, written straight into
-    the store (creating thousands through the API would take longer than the run itself)."""
-    database = Database(database_url)
-    now = datetime.now(UTC)
-    try:
-        with database.session() as session:
-            collection = session.scalar(select(JobCollectionRow).where(JobCollectionRow.name == names.collection))
-            if collection is None:
-                collection = collection_row(names, now, "West US", "P20Premium")
-                session.add(collection)
-                session.flush()
-            rows = []
-            for index in range(count):
-                due = first + timedelta(seconds=window * index / count)
-                name = f"{prefix}{index}"
-                definition = {
-                    "startTime": due.isoformat(),
-                    "action": {
-                        "type": "Http",
-                        "request": {"uri": f"{uri}/{name}", "method": "GET"},
-                        "retryPolicy": {"retryType": "None"},
-                    },
-                }
-                rows.append(
-                    job_row(
-                        collection,
-                        name,
-                        definition,
-                        now,
-                        next_execution_time=due,
-                        version=1,
-                        repeat_count=0,
-                        execution_count=0,
-                        failure_count=0,
-                        faulted_count=0,
-                    )
-                )
-            session.add_all(rows)
-    finally:
-        database.dispose()
-
-
-def fired_paths(target: TargetServer, prefix: str) -> Counter[str]:
-    return Counter(r.path for r in target.requests() if r.path.startswith(f"/fire/{prefix}"))
 
 
 def wait_for_distinct(target: TargetServer, prefix: str, count: int, timeout: float) -> None:

@@ -42,14 +42,17 @@ from azure.mgmt.scheduler.models import (
     Sku,
     StorageQueueMessage,
 )
-from conftest import TEST_SECRET_KEY, Backend, Names, ServerProcess, unique
 from cryptography import x509
 from pydantic.alias_generators import to_snake
 from sqlalchemy import func, select
 from support.certificates import pfx as pfx_base64
 from support.certificates import self_signed
 from support.certificates import thumbprint as sha1_thumbprint
+from support.databases import TEST_SECRET_KEY, Backend
+from support.names import Names
 from support.sdk import scheduler_sdk
+from support.server import ServerProcess
+from support.waiting import unique
 
 from scheduler_emulator.domain.history import history_id
 from scheduler_emulator.schemas.job_shape import SECRETS

@@ -21,11 +21,13 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from azurite import closed_port
-from conftest import TEST_SECRET_KEY, EmulatorPool, Names, ServerProcess
 from sqlalchemy import select
 from support.api_client import QUICK_DISPATCH, wait_history
+from support.azurite import closed_port
 from support.certificates import pfx, self_signed
+from support.databases import TEST_SECRET_KEY
+from support.names import Names
+from support.server import EmulatorPool, ServerProcess
 from support.times import days_ahead
 
 from scheduler_emulator.schemas.job_shape import ACTION_PLACES, PAYLOADS, SECRETS, ActionPlace, SecretKind, SecretSlot

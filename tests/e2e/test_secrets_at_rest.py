@@ -16,22 +16,17 @@ import psycopg
 import pytest
 from alembic import command
 from alembic.config import Config
-from conftest import (
-    API,
-    EmulatorPool,
-    Names,
-    PostgresDatabase,
-    create_job,
-    require_postgres,
-    unique,
-)
 from cryptography.fernet import Fernet
 from sqlalchemy import insert
-from support.api_client import wait_history
+from support.api_client import API, create_job, wait_history
 from support.certificates import pfx, self_signed
+from support.databases import PostgresDatabase, require_postgres
+from support.names import Names
+from support.server import EmulatorPool
 from support.store_rows import collection_row, job_row
+from support.target_server import TargetServer
 from support.times import days_ahead
-from target_server import TargetServer
+from support.waiting import unique
 
 from scheduler_emulator.store.database import Database, migrations_dir
 from scheduler_emulator.store.models import JobCollectionRow

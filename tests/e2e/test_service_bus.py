@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from amqp_peer import AmqpPeer
 from azure.core.credentials import AzureNamedKeyCredential
-from conftest import Names, unique, wait_until
+from support.amqp_peer import AmqpPeer
 from support.api_client import QUICK_DISPATCH, EmulatorApi
+from support.names import Names
 from support.times import days_ahead, parse
+from support.waiting import unique, wait_until
 
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
 from scheduler_emulator.dispatcher.actions.service_bus import Endpoint, ServiceBusAction, resolve_endpoint

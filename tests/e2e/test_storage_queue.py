@@ -1,4 +1,4 @@
-"""StorageQueue actions end to end, against a real Azurite queue service (``tests/azurite.py``).
+"""StorageQueue actions end to end, against a real Azurite queue service (``tests/support/azurite.py``).
 
 The emulator runs as a separate process on each store backend (SQLite, PostgreSQL; each with its own
 fresh database, so that no other test's server can claim these jobs), with Azurite's account mapped by
@@ -21,10 +21,12 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
-from azurite import ACCOUNT, Azurite, closed_port, start_azurite
-from conftest import Names, fresh_database, unique
 from support.api_client import QUICK_DISPATCH, EmulatorApi
+from support.azurite import ACCOUNT, Azurite, closed_port, start_azurite
+from support.databases import fresh_database
+from support.names import Names
 from support.times import iso, parse, utcnow, whole_seconds_from_now
+from support.waiting import unique
 
 from scheduler_emulator.dispatcher.actions import FireContext
 from scheduler_emulator.dispatcher.actions.storage_queue import (

@@ -25,11 +25,13 @@ import pytest
 from azure.core.exceptions import ClientAuthenticationError
 from azure.identity import CertificateCredential, ClientSecretCredential
 from azure.mgmt.scheduler.models import JobCollectionDefinition, JobCollectionProperties, Sku
-from conftest import API, EmulatorPool, Names, ServerProcess
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from support.api_client import API
 from support.certificates import key_pem, pem, self_signed
+from support.names import Names
 from support.sdk import scheduler_sdk
+from support.server import EmulatorPool, ServerProcess
 
 TENANT = "7d2f3c41-5b9e-4e0a-9c1f-2a6b8d4e0f13"
 SUBSCRIPTION = "3f0b8a52-6c1d-4e7f-8a9b-0c1d2e3f4a5b"
@@ -169,24 +171,68 @@ def test_v1_endpoint_with_a_resource_and_basic_client_authentication(setup: Setu
 @pytest.mark.parametrize(
     ("form", "tenant", "status", "error", "code"),
     [
-        pytest.param({"client_id": SECRET_APP, "client_secret": "wrong", "scope": ARM}, TENANT, 401,
-                     "invalid_client", 7000215, id="wrong-secret"),
-        pytest.param({"client_id": "nobody", "client_secret": SECRET, "scope": ARM}, TENANT, 401,
-                     "invalid_client", 700016, id="unknown-client"),
-        pytest.param({"client_id": SECRET_APP, "client_secret": SECRET, "scope": ARM}, str(uuid.uuid4()), 401,
-                     "invalid_client", 700016, id="another-tenant"),
-        pytest.param({"client_id": SECRET_APP, "scope": ARM}, TENANT, 401, "invalid_client", 7000218,
-                     id="no-credential"),
-        pytest.param({"client_id": CERT_APP, "client_secret": "guess", "scope": ARM}, TENANT, 401,
-                     "invalid_client", 7000215, id="secret-for-a-certificate-principal"),
-        pytest.param({"client_id": SECRET_APP, "client_secret": SECRET, "scope": "https://vault.azure.net/.default"},
-                     TENANT, 400, "invalid_resource", 500011, id="another-audience"),
-        pytest.param({"client_id": SECRET_APP, "client_secret": SECRET, "scope": "https://management.azure.com/x"},
-                     TENANT, 400, "invalid_scope", 1002012, id="not-a-default-scope"),
-        pytest.param({"client_id": SECRET_APP, "client_secret": SECRET}, TENANT, 400, "invalid_request", 900144,
-                     id="no-scope"),
-        pytest.param({"client_id": SECRET_APP, "client_secret": SECRET, "scope": ARM}, "common", 400,
-                     "invalid_request", 90002, id="common-tenant"),
+        pytest.param(
+            {"client_id": SECRET_APP, "client_secret": "wrong", "scope": ARM},
+            TENANT,
+            401,
+            "invalid_client",
+            7000215,
+            id="wrong-secret",
+        ),
+        pytest.param(
+            {"client_id": "nobody", "client_secret": SECRET, "scope": ARM},
+            TENANT,
+            401,
+            "invalid_client",
+            700016,
+            id="unknown-client",
+        ),
+        pytest.param(
+            {"client_id": SECRET_APP, "client_secret": SECRET, "scope": ARM},
+            str(uuid.uuid4()),
+            401,
+            "invalid_client",
+            700016,
+            id="another-tenant",
+        ),
+        pytest.param(
+            {"client_id": SECRET_APP, "scope": ARM}, TENANT, 401, "invalid_client", 7000218, id="no-credential"
+        ),
+        pytest.param(
+            {"client_id": CERT_APP, "client_secret": "guess", "scope": ARM},
+            TENANT,
+            401,
+            "invalid_client",
+            7000215,
+            id="secret-for-a-certificate-principal",
+        ),
+        pytest.param(
+            {"client_id": SECRET_APP, "client_secret": SECRET, "scope": "https://vault.azure.net/.default"},
+            TENANT,
+            400,
+            "invalid_resource",
+            500011,
+            id="another-audience",
+        ),
+        pytest.param(
+            {"client_id": SECRET_APP, "client_secret": SECRET, "scope": "https://management.azure.com/x"},
+            TENANT,
+            400,
+            "invalid_scope",
+            1002012,
+            id="not-a-default-scope",
+        ),
+        pytest.param(
+            {"client_id": SECRET_APP, "client_secret": SECRET}, TENANT, 400, "invalid_request", 900144, id="no-scope"
+        ),
+        pytest.param(
+            {"client_id": SECRET_APP, "client_secret": SECRET, "scope": ARM},
+            "common",
+            400,
+            "invalid_request",
+            90002,
+            id="common-tenant",
+        ),
     ],
 )
 def test_refused_token_requests_answer_as_entra_id(
@@ -261,7 +307,11 @@ def test_client_secret_credential_with_the_sdk(setup: Setup) -> None:
         assert [c.name for c in listed] == [names.collection]
     refusal = _refusal(
         lambda: ClientSecretCredential(
-            TENANT, SECRET_APP, "not-it", authority=server.url, disable_instance_discovery=True,
+            TENANT,
+            SECRET_APP,
+            "not-it",
+            authority=server.url,
+            disable_instance_discovery=True,
             connection_verify=str(server.cert_path),
         )
     )
@@ -355,8 +405,9 @@ def test_auth_issued_accepts_its_tokens_and_refuses_the_rest(setup: Setup) -> No
     }
     for code, token in cases.items():
         _assert_arm_refusal(_get(server, path, token, API), code)
-    _assert_arm_refusal(_get(server, path, _forge(setup, key=stranger, kid="another-key"), API),
-                        "InvalidAuthenticationToken")
+    _assert_arm_refusal(
+        _get(server, path, _forge(setup, key=stranger, kid="another-key"), API), "InvalidAuthenticationToken"
+    )
     _assert_arm_refusal(_get(server, path, "not-a-jwt", API), "InvalidAuthenticationToken")
     # Authenticated: the collection is looked up, and is not there (the refused PUT created nothing).
     assert _get(server, path, _access_token(server), API).status_code == 404

@@ -14,11 +14,11 @@ import psycopg
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
+from support.databases import PostgresDatabase, require_postgres
 
 from scheduler_emulator.app import connection_bounds
 from scheduler_emulator.config import ConfigError, settings_from_args
 from scheduler_emulator.store.database import ConnectionBounds, Database
-from tests.conftest import PostgresDatabase, require_postgres
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
-
-from tests.dispatch_support import BACKENDS, scratch_database
+from support.scratch_store import BACKENDS, scratch_database
 
 SECRET = "pw-3b7e0c51-not-in-any-message"
 

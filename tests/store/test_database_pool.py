@@ -9,10 +9,10 @@ import time
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
+from support.private_postgres import PrivatePostgres
 
 from scheduler_emulator.store import database as database_module
 from scheduler_emulator.store.database import Database
-from tests.support.private_postgres import PrivatePostgres
 
 
 def _backend_pid(db: Database) -> int:

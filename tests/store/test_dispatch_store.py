@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from sqlalchemy import delete, select, update
+from support.clocks import SetClock
+from support.scratch_store import BACKENDS, T0, add_collection, add_job, scratch_database
 
 from scheduler_emulator.dispatcher.definitions import Claim, read_definition
 from scheduler_emulator.domain.states import ActionName, AttemptStatus, JobState
@@ -19,7 +21,6 @@ from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatch_port import DispatchStore
 from scheduler_emulator.store.dispatch_records import AttemptRecord, Completion, NewOccurrence
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
-from tests.dispatch_support import BACKENDS, T0, SetClock, add_collection, add_job, scratch_database
 
 LEASE = timedelta(seconds=30)
 

@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from cryptography.fernet import Fernet
+from support.databases import fresh_database
 
 from scheduler_emulator.service import collections, deployments, resource_groups
 from scheduler_emulator.service.collections import CollectionRef
 from scheduler_emulator.service.deployments import DeploymentRef, Policy
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.secrets import SecretBox
-from tests.conftest import fresh_database
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 TEMPLATE = {
@@ -39,20 +39,20 @@ def database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 def test_groups_deployments_and_a_group_deletion(database: Database) -> None:
     ref = DeploymentRef(subscription_id="sub-a", resource_group="Explicit", name="dep")
     with database.session() as session:
-        resource_groups.put(session, "sub-a", "Explicit", {"location": "West Europe", "tags": {"k": "v"}}, NOW)
+        resource_groups.put(session, "sub-a", "Explicit", {"location": "West Europe", "tags": {"k": "v"}}, moment=NOW)
         collections.put(
             session,
             CollectionRef(subscription_id="sub-b", resource_group="Implicit", name="jc1"),
             {"location": "eastus"},
-            NOW,
-            timedelta(seconds=15),
+            moment=NOW,
+            floor=timedelta(seconds=15),
         )
         planned, mode = deployments.preflight(
             session,
             ref,
             {"properties": {"mode": "Incremental", "template": TEMPLATE}},
-            Policy(foreign="refuse", site_hosts={}),
-            NOW,
+            policy=Policy(foreign="refuse", site_hosts={}),
+            moment=NOW,
         )
         deployments.begin(session, ref, planned, mode=mode, correlation_id="c1", moment=NOW)
     with database.session() as session:

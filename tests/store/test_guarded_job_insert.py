@@ -14,6 +14,8 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import OperationalError
+from support.databases import PostgresDatabase, require_postgres
+from support.scratch_store import T0, add_collection, add_job
 
 from scheduler_emulator.domain.errors import Conflict
 from scheduler_emulator.service import jobs
@@ -23,8 +25,6 @@ from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
 from scheduler_emulator.store.secrets import SecretBox
 from scheduler_emulator.store.write_scope import write_scope
-from tests.conftest import PostgresDatabase, require_postgres
-from tests.dispatch_support import T0, add_collection, add_job
 
 LOCK = "collection:s/g/c"
 REF = CollectionRef(subscription_id="s", resource_group="g", name="c")
@@ -84,7 +84,9 @@ def new_job(collection_id: int, name: str = "new") -> JobRow:
 def insert(database: Database, job: JobRow, version: str, max_jobs: int = 10) -> bool:
     with database.session() as session:
         repo.find_collection(session, "s", "g", "c")  # the transaction has begun, as in the API
-        return repo.insert_job_locked_and_commit(session, job, version, max_jobs, [LOCK])
+        return repo.insert_job_locked_and_commit(
+            session, job, collection_version=version, max_jobs=max_jobs, locks=[LOCK]
+        )
 
 
 def job_names(database: Database, collection_id: int) -> list[str]:
@@ -187,14 +189,14 @@ def test_a_create_whose_collection_changed_meanwhile_is_decided_again_under_the_
     add_job(database, collection, "first", T0)
     guarded = repo.insert_job_locked_and_commit
 
-    def quota_set_meanwhile(session: Any, job: JobRow, version: str, max_jobs: int, locks: Any) -> bool:
+    def quota_set_meanwhile(session: Any, job: JobRow, **guard: Any) -> bool:
         with database.session() as other:
             other.execute(
                 update(JobCollectionRow)
                 .where(JobCollectionRow.id == collection)
                 .values(properties={"state": "Enabled", "quota": {"maxJobCount": 1}})
             )
-        return guarded(session, job, version, max_jobs, locks)
+        return guarded(session, job, **guard)
 
     monkeypatch.setattr(repo, "insert_job_locked_and_commit", quota_set_meanwhile)
     with pytest.raises(Conflict, match="already holds 1 jobs"):
@@ -208,9 +210,9 @@ def test_a_create_whose_name_was_taken_meanwhile_replaces_that_job(
     collection = add_collection(database)
     guarded = repo.insert_job_locked_and_commit
 
-    def created_meanwhile(session: Any, job: JobRow, version: str, max_jobs: int, locks: Any) -> bool:
+    def created_meanwhile(session: Any, job: JobRow, **guard: Any) -> bool:
         add_job(database, collection, "Twin", T0)
-        return guarded(session, job, version, max_jobs, locks)
+        return guarded(session, job, **guard)
 
     monkeypatch.setattr(repo, "insert_job_locked_and_commit", created_meanwhile)
     job, created = put_job(database, "twin")
@@ -228,6 +230,8 @@ def test_a_failure_of_the_insert_is_sqlalchemys_error(database: Database) -> Non
         repo.lock(holder, LOCK)
         with pytest.raises(OperationalError, match="lock timeout"), database.session() as session:
             session.execute(text("SET LOCAL lock_timeout = '200ms'"))
-            repo.insert_job_locked_and_commit(session, new_job(collection), version, 10, [LOCK])
+            repo.insert_job_locked_and_commit(
+                session, new_job(collection), collection_version=version, max_jobs=10, locks=[LOCK]
+            )
     assert job_names(database, collection) == []
     assert insert(database, new_job(collection), version)  # the pool's connection is usable again

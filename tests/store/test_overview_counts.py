@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 from sqlalchemy import delete, insert
+from support.scratch_store import BACKENDS, add_collection, add_job, scratch_database
 
 from scheduler_emulator.service.overview import AttemptCounts
 from scheduler_emulator.store import overview as queries
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobHistoryRow
-from tests.dispatch_support import BACKENDS, add_collection, add_job, scratch_database
 
 NOW = datetime(2030, 1, 7, 8, 42, tzinfo=UTC)
 EDGES = [datetime(2030, 1, 7, 7, 45, tzinfo=UTC) + timedelta(minutes=5 * i) for i in range(13)]

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from azurite import missing
+from support.environment import missing
 
 
 def chromium_path() -> str:

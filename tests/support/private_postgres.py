@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+from support.environment import missing
 
 
 def _server_binaries() -> Path | None:
@@ -42,9 +42,7 @@ class PrivatePostgres:
         binaries = _server_binaries()
         if binaries is None:
             message = "PostgreSQL's server binaries (/usr/lib/postgresql/*/bin, Debian's postgresql) are needed"
-            if IN_CI:
-                pytest.fail(message)
-            pytest.skip(message)
+            missing(message)
         self._bin = binaries
         self.port = _free_port()
         self._home = Path(tempfile.mkdtemp(prefix="sched-pg-"))

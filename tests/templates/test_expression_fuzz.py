@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import EmulatorPool, ServerProcess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.server import EmulatorPool, ServerProcess
 
 from scheduler_emulator.templates.errors import NeedsDeployment, TemplateError
 from scheduler_emulator.templates.evaluation import Environment, Scope, evaluate_value

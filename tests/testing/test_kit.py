@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import TEST_SECRET_KEY, fresh_database
+from support.databases import TEST_SECRET_KEY, fresh_database
 
 from scheduler_emulator.testing import Emulator, EmulatorError, HttpTarget
 
@@ -308,3 +308,30 @@ def test_the_plugin_attaches_with_an_url_and_resets_between_tests(cluster: Clust
     done = run_pytest(tmp_path, "--scheduler-emulator-url", cluster.driver.url)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "2 passed" in done.stdout
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_an_emulator_over_https_on_a_given_database(kind: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from sqlalchemy import select
+
+    from scheduler_emulator.store.database import Database
+    from scheduler_emulator.store.models import JobCollectionRow
+
+    with (
+        fresh_database(kind, tmp_path_factory) as url,
+        Emulator(database_url=url, https=True, env={"SCHEDULER_SECRET_KEY": TEST_SECRET_KEY}) as emulator,
+    ):
+        assert emulator.url.startswith("https://127.0.0.1:") and emulator.cert_path
+        collection = "/subscriptions/s1/resourceGroups/rg/providers/Microsoft.Scheduler/jobCollections/jc"
+        emulator.call("PUT", collection + "?api-version=2016-03-01", {"location": "westus"})
+        client = emulator.sdk_client("s1")
+        assert [c.name for c in client.job_collections.list_by_resource_group("rg")] == ["jc"]
+        with pytest.raises(EmulatorError) as refused:  # an error answer arrives over the same trusted TLS
+            emulator.history("rg", "jc", "none")
+        assert refused.value.status == 404
+        database = Database(url)
+        try:
+            with database.session() as session:
+                assert session.scalars(select(JobCollectionRow.name)).all() == ["jc"]  # the store it was given
+        finally:
+            database.dispose()

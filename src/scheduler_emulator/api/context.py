@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
+from concurrent.futures import Executor
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
@@ -17,6 +19,7 @@ from starlette.requests import ClientDisconnect
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.pipeline import DEFAULT_MAX_BODY_BYTES
+from scheduler_emulator.config import Settings
 from scheduler_emulator.domain.clock import Clock
 from scheduler_emulator.domain.errors import Conflict, FieldError, InvalidName, NotFound, TooLarge
 from scheduler_emulator.schemas import strict_json
@@ -25,6 +28,9 @@ from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.wakeups import announce_change, earliest_noted, wake_needed
 from scheduler_emulator.store.write_scope import WriteScope, collection_lock, write_scope
+
+if TYPE_CHECKING:
+    from scheduler_emulator.dispatcher.loop import Dispatcher
 
 log = logging.getLogger("scheduler_emulator.api")
 MAX_ASSUMED_POLL = 60.0  # seconds: the longest --poll-interval assumed of any process sharing the database
@@ -103,9 +109,21 @@ def now(request: Request) -> datetime:
 def wake_dispatcher(request: Request, not_before: datetime | None = None) -> None:
     """Tell this process's dispatcher that a job may have become due earlier (``not_before``: see
     Dispatcher.wake)."""
-    dispatcher = getattr(request.app.state, "dispatcher", None)
+    dispatcher: Dispatcher | None = request.app.state.dispatcher
     if dispatcher is not None:
         dispatcher.wake(not_before)
+
+
+def wake_lookahead(settings: Settings) -> timedelta | None:
+    """How far past the wall clock's time a change must make a job due for the dispatchers to need waking
+    (store.wakeups.wake_needed): every dispatcher looks again by itself within its poll interval and then
+    claims this far ahead. Other processes sharing the database may poll less often than this one: up to a
+    minute is assumed, and the largest claim-ahead allowed (a job due later than that needs no wake-up
+    anywhere). None under ``--clock virtual``, in every process sharing it: due times are virtual, so no wall
+    clock horizon applies, and every change wakes the dispatchers and has them re-check what they claimed."""
+    if settings.clock == "virtual":
+        return None
+    return timedelta(seconds=max(settings.poll_interval, MAX_ASSUMED_POLL) + max(settings.claim_ahead, 10.0))
 
 
 def retry_floor(request: Request) -> timedelta:
@@ -158,24 +176,43 @@ async def in_session_locking_late(request: Request, work: Callable[[WriteScope],
     before it reads anything its checks need that a concurrent write could change."""
     database: Database = request.app.state.database
 
-    settings = request.app.state.settings
-    virtual = settings.clock == "virtual"  # always wake: a stepped dispatcher looks only when woken
-    # Every dispatcher looks again by itself within its poll interval and then claims this far ahead. Other
-    # processes sharing the database may poll less often than this one: assume up to a minute, and the
-    # largest claim-ahead allowed (a job due later than that needs no wake-up anywhere).
-    lookahead = timedelta(seconds=max(settings.poll_interval, MAX_ASSUMED_POLL) + max(settings.claim_ahead, 10.0))
+    lookahead = wake_lookahead(request.app.state.settings)
 
     def run() -> tuple[T, bool, datetime | None]:
         with database.session() as session:
             result = work(write_scope(database, session))
-            woken = wake and (virtual or wake_needed(session, datetime.now(UTC) + lookahead))
-            not_before = None if virtual or not woken else earliest_noted(session)
+            woken = wake and (lookahead is None or wake_needed(session, datetime.now(UTC) + lookahead))
+            not_before = None if lookahead is None or not woken else earliest_noted(session)
             if woken:
                 announce_change(session, not_before)
             return result, woken, not_before
 
+    result, wake, not_before = await _in_thread(run, database.writer())
+    if wake:
+        wake_dispatcher(request, not_before)
+    return result
+
+
+async def in_read_session(request: Request, work: Callable[[Session], T]) -> T:
+    """Run ``work``, which only reads, in one read transaction (Database.read_session: on SQLite it neither
+    waits for writes and the dispatcher's transactions nor holds them up) on a worker thread; domain errors
+    become ARM errors. A write through its session fails."""
+    database: Database = request.app.state.database
+
+    def run() -> T:
+        with database.read_session() as session:
+            return work(session)
+
+    return await _in_thread(run)
+
+
+async def _in_thread(run: Callable[[], T], executor: Executor | None = None) -> T:
+    """``run`` on ``executor``'s thread (Database.writer) or else a worker thread; domain errors become ARM
+    errors, the database's state a 503."""
     try:
-        result, wake, not_before = await run_in_threadpool(run)
+        if executor is not None:
+            return await asyncio.get_running_loop().run_in_executor(executor, run)
+        return await run_in_threadpool(run)
     except (FieldError, Conflict, NotFound, InvalidName, TooLarge) as exc:
         raise errors.from_domain(exc) or exc from None
     except (OperationalError, PoolTimeout) as exc:
@@ -187,6 +224,3 @@ async def in_session_locking_late(request: Request, work: Callable[[WriteScope],
         if exc.connection_invalidated:
             raise errors.service_unavailable("The database connection was lost; try again shortly.") from None
         raise
-    if wake:
-        wake_dispatcher(request, not_before)
-    return result

@@ -82,7 +82,7 @@ async def collection_jobs(request: Request, subscription_id: str, resource_group
 
     def work(session: Session) -> dict[str, Any]:
         collection = collections.get(session, ref)
-        rows = jobs.list_page(session, collection, None, 0, MAX_JOBS, by_name=True)
+        rows = jobs.list_page(session, collection, state=None, skip=0, limit=MAX_JOBS, by_name=True)
         latest = repo.latest_history(session, [row.id for row in rows])
         return {
             "collection": _collection_summary(collection, len(rows)),

@@ -37,7 +37,7 @@ async def preview_recurrence(request: Request) -> Response:
 async def health(request: Request) -> Response:
     """Liveness and what the instance runs on; 503 while the database is unreachable."""
     settings = request.app.state.settings
-    dispatcher = getattr(request.app.state, "dispatcher", None)
+    dispatcher = request.app.state.dispatcher
     body: dict[str, Any] = {
         "status": "ok",
         "version": __version__,

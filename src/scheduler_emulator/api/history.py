@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
-from scheduler_emulator.api.context import in_session
+from scheduler_emulator.api.context import in_read_session
 from scheduler_emulator.api.jobs import JOB, collection_ref
 from scheduler_emulator.api.paging import equality_filter, list_body, page_of
 from scheduler_emulator.api.rendering import history_to_wire
@@ -27,8 +27,8 @@ async def list_job_history(
 
     def work(session: Session) -> dict[str, Any]:
         collection = collections.get(session, ref)
-        job, rows = jobs.history_page(session, collection, job_name, status, page.skip, page.top + 1)
+        job, rows = jobs.history_page(session, collection, job_name, status=status, skip=page.skip, limit=page.top + 1)
         items = [history_to_wire(collection, job, entry) for entry in rows[: page.top]]
         return list_body(request, items, page, has_more=len(rows) > page.top)
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_read_session(request, work))

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
-from scheduler_emulator.api.context import in_session, json_object, now, retry_floor
+from scheduler_emulator.api.context import in_read_session, in_session, json_object, now, retry_floor
 from scheduler_emulator.api.jobs import collection_ref
 from scheduler_emulator.api.paging import list_body, page_of
 from scheduler_emulator.api.rendering import collection_to_wire
@@ -40,7 +40,7 @@ async def create_or_replace_collection(
     def work(session: Session) -> dict[str, Any]:
         if strict and not resource_groups.exists(session, subscription_id, resource_group):
             raise errors.resource_group_not_found(resource_group)  # SPEC §12: --strict-resource-groups
-        collection, _ = collections.put(session, ref, body, moment, floor)
+        collection, _ = collections.put(session, ref, body, moment=moment, floor=floor)
         return collection_to_wire(collection)
 
     # 201 on create and on replace alike, as the service answered both (recorded; SPEC §3).
@@ -56,7 +56,7 @@ async def patch_collection(
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
     def work(session: Session) -> dict[str, Any]:
-        return collection_to_wire(collections.patch(session, ref, changes, moment, floor))
+        return collection_to_wire(collections.patch(session, ref, changes, moment=moment, floor=floor))
 
     return JSONResponse(await in_session(request, work, wake=True))
 
@@ -64,7 +64,9 @@ async def patch_collection(
 @router.get(RESOURCE_GROUP_LIST + "/{collection_name}")
 async def get_collection(request: Request, subscription_id: str, resource_group: str, collection_name: str) -> Response:
     ref = collection_ref(subscription_id, resource_group, collection_name)
-    return JSONResponse(await in_session(request, lambda session: collection_to_wire(collections.get(session, ref))))
+    return JSONResponse(
+        await in_read_session(request, lambda session: collection_to_wire(collections.get(session, ref)))
+    )
 
 
 @router.delete(RESOURCE_GROUP_LIST + "/{collection_name}")
@@ -103,11 +105,11 @@ async def _list(request: Request, subscription_id: str, resource_group: str | No
     page = page_of(request)
 
     def work(session: Session) -> dict[str, Any]:
-        rows = collections.list_page(session, subscription_id, resource_group, page.skip, page.top + 1)
+        rows = collections.list_page(session, subscription_id, resource_group, skip=page.skip, limit=page.top + 1)
         items = [collection_to_wire(c) for c in rows[: page.top]]
         return list_body(request, items, page, has_more=len(rows) > page.top)
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_read_session(request, work))
 
 
 @router.get(SUBSCRIPTION_LIST)

@@ -10,7 +10,14 @@ from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.client_dialects import client_dialect, read_sent_durations
-from scheduler_emulator.api.context import in_session, in_session_locking_late, json_object, now, retry_floor
+from scheduler_emulator.api.context import (
+    in_read_session,
+    in_session,
+    in_session_locking_late,
+    json_object,
+    now,
+    retry_floor,
+)
 from scheduler_emulator.api.paging import equality_filter, list_body, page_of
 from scheduler_emulator.api.rendering import job_to_wire
 from scheduler_emulator.schemas.job import JobDefinitionIn
@@ -86,7 +93,7 @@ async def get_job(
         collection, job = jobs.get_in(session, ref, job_name)
         return job_to_wire(collection, job, style)
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_read_session(request, work))
 
 
 @router.delete(JOB)
@@ -119,8 +126,8 @@ async def list_jobs(request: Request, subscription_id: str, resource_group: str,
 
     def work(session: Session) -> dict[str, Any]:
         collection = collections.get(session, ref)
-        rows = jobs.list_page(session, collection, state, page.skip, page.top + 1)
+        rows = jobs.list_page(session, collection, state=state, skip=page.skip, limit=page.top + 1)
         items = [job_to_wire(collection, job, style) for job in rows[: page.top]]
         return list_body(request, items, page, has_more=len(rows) > page.top)
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_read_session(request, work))

@@ -126,7 +126,9 @@ async def export_history(
     def work(session: Session) -> tuple[str, list[dict[str, Any]]]:
         collection = collections.get(session, ref)
         row = jobs.get(session, collection, job)
-        return row.name, [_exported(entry) for entry in repo.list_history(session, row, None, 0, EXPORT_LIMIT)]
+        return row.name, [
+            _exported(entry) for entry in repo.list_history(session, row, status=None, skip=0, limit=EXPORT_LIMIT)
+        ]
 
     job_name, entries = await in_session(request, work)
     filename = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in job_name) + "-history." + kind

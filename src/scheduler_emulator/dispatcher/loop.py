@@ -10,7 +10,8 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TypeVar
@@ -19,13 +20,7 @@ from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.definitions import Claim, read_definition
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.occurrence import OccurrenceRunner, Released
-from scheduler_emulator.dispatcher.recorder import (
-    GATHER_SECONDS,
-    VIRTUAL_GATHER_SECONDS,
-    BatchRecorder,
-    is_outage,
-    patiently,
-)
+from scheduler_emulator.dispatcher.recorder import GATHER_SECONDS, BatchRecorder, is_outage, patiently
 from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.domain.states import JobState
 from scheduler_emulator.faults import pause_point
@@ -47,27 +42,45 @@ HEARTBEAT_RETRY = 0.25  # seconds between heartbeats while they fail
 TIMER_RESOLUTION = 0.001  # seconds: the event loop's (uvloop's) timers count whole milliseconds
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pacing:
+    """When the dispatcher claims and how long it gathers its writes; decided once, when it is built (app.py)."""
+
+    claims_on_schedule: bool = True
+    """True: the loop claims what falls due by itself, as its clock reaches it. False: it claims only when asked
+    (start_due); the loop keeps retention alone (how stepping.ClockStepper drives it)."""
+    claim_ahead: float = 0.0
+    """Seconds before their time that occurrences are claimed, then started on a timer (``--claim-ahead``)."""
+    gather_seconds: float = GATHER_SECONDS
+    """How long the batch recorder gathers small writes into one transaction (recorder.GATHER_SECONDS)."""
+
+    @classmethod
+    def of(cls, settings: Settings) -> Pacing:
+        """The pacing of a dispatcher on its own schedule, as the operator's settings ask."""
+        return cls(claims_on_schedule=True, claim_ahead=settings.claim_ahead, gather_seconds=GATHER_SECONDS)
+
+
 class Dispatcher:
     """Fires every due occurrence once. Start with :meth:`start`, stop with :meth:`stop`; call
-    :meth:`wake` after any change that may make a job due earlier. ``stepped`` (``--clock virtual``): it
-    claims nothing on its own; stepping.ClockStepper has it start what is due (:meth:`start_due`)."""
+    :meth:`wake` after any change that may make a job due earlier. ``pacing`` (default: Pacing.of(settings))
+    says whether it claims on its own schedule or only when asked (:meth:`start_due`)."""
 
     def __init__(
         self,
         database: Database,
+        *,
         clock: Clock,
         settings: Settings,
         actions: Actions,
         metrics: Metrics,
-        *,
-        stepped: bool = False,
+        pacing: Pacing | None = None,
     ) -> None:
         self.metrics = metrics
         self.clock = clock
         self.settings = settings
+        self.pacing = pacing = pacing or Pacing.of(settings)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"[:64]
-        self.wall = WallClock()  # heartbeats and leases: real time even under a virtual clock
-        self.stepped = stepped
+        self.wall = WallClock()  # heartbeats and leases: real time whatever the scheduling clock
         self.store = DispatchStore(
             database,
             self.owner,
@@ -77,9 +90,7 @@ class Dispatcher:
             history_max_entries=settings.history_max_entries,
         )
         self.recorder = BatchRecorder(
-            self.store.write,
-            gather=VIRTUAL_GATHER_SECONDS if stepped else GATHER_SECONDS,
-            on_batch=metrics.write_batches.inc,
+            self.store.write, gather=pacing.gather_seconds, on_batch=metrics.write_batches.inc
         )
         self._stopping = asyncio.Event()  # set: claim nothing more, start no new retry
         self.runner = OccurrenceRunner(
@@ -103,8 +114,8 @@ class Dispatcher:
         self._running: set[asyncio.Task[None]] = set()
         # Occurrences claimed ahead (``--claim-ahead``) and waiting for their time; an API write in the
         # meantime (``changed``) makes them re-check their job before they fire.
-        self.ahead = timedelta(seconds=0 if stepped else settings.claim_ahead)
-        self.counts = {"occurrences": 0, "attempts": 0, "failed": 0}  # since start (read by the stepping)
+        self.ahead = timedelta(seconds=pacing.claim_ahead)
+        self._counts = {"occurrences": 0, "attempts": 0, "failed": 0}  # since start
         # By occurrence id: the timer that starts each one at its time (a timer, not a sleeping task: at
         # 3,000 fires/s a task, a sleep future and an extra task step per occurrence were ~3 % of the CPU).
         self._waiting: dict[int, tuple[asyncio.TimerHandle, Claim]] = {}
@@ -190,7 +201,7 @@ class Dispatcher:
                 log.warning("registering the dispatcher failed (%s); retrying", str(exc).splitlines()[0])
                 await asyncio.sleep(min(5.0, 0.5 * (attempt + 1)))
         self._renewal = asyncio.create_task(self._heartbeat(), name="heartbeat")
-        while self.stepped:  # passive: only retention runs until an advance moves time
+        while not self.pacing.claims_on_schedule:  # claims only when asked (start_due): retention alone runs here
             with contextlib.suppress(Exception):
                 await self._housekeeping(self.clock.now())
             with contextlib.suppress(TimeoutError):
@@ -239,11 +250,16 @@ class Dispatcher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=delay)
 
-    # -- stepped (stepping.ClockStepper) ---------------------------------------------------------------
+    # -- claims when asked (what stepping.ClockStepper calls) ---------------------------------------------
 
     def _count_attempt(self, succeeded: bool) -> None:
-        self.counts["attempts"] += 1
-        self.counts["failed"] += not succeeded
+        self._counts["attempts"] += 1
+        self._counts["failed"] += not succeeded
+
+    @property
+    def counts(self) -> Mapping[str, int]:
+        """What ran here since start: ``occurrences`` started, ``attempts`` made, of which ``failed``."""
+        return dict(self._counts)
 
     @property
     def running(self) -> frozenset[asyncio.Task[None]]:
@@ -308,7 +324,7 @@ class Dispatcher:
         if waited and generation != self._generation and not await self._still_current(claim):
             return  # its job changed while it waited
         self.metrics.occurrences.inc()
-        self.counts["occurrences"] += 1
+        self._counts["occurrences"] += 1
         self.metrics.in_flight.inc()
         try:
             finish = await self.runner.run(claim)

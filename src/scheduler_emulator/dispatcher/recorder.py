@@ -19,10 +19,9 @@ log = logging.getLogger("scheduler_emulator.dispatcher")
 
 # How long a batch gathers before it is written. Each batch is one transaction (several statements, a commit,
 # a thread hand-off): at 1,000 fires/s, 20 ms makes ~50 of them a second instead of ~200 with 5 ms, for
-# history that appears at most 20 ms later. Under a virtual clock every advance step waits for its
-# occurrences' writes, so it gathers for 5 ms there.
+# history that appears at most 20 ms later. (A dispatcher that waits for its own writes gathers for less:
+# stepping.PACING.)
 GATHER_SECONDS = 0.02
-VIRTUAL_GATHER_SECONDS = 0.005
 MAX_BATCH = 500
 
 WriteBatch = Callable[[Sequence[Write]], Sequence[Any]]

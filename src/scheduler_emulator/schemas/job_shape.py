@@ -19,12 +19,17 @@ import copy
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic.alias_generators import to_snake
+from pydantic.alias_generators import to_snake as _to_snake
 
 from scheduler_emulator.domain.errors import FieldError
+
+# A member's attribute name, worked out once per name: pydantic's to_snake runs several regular expressions, and
+# a PUT (validation) and every fire (secrets_of_action) ask for the same few names again and again.
+to_snake = cache(_to_snake)
 
 
 class SecretKind(StrEnum):

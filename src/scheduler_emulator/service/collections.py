@@ -45,16 +45,16 @@ def get(session: Session, ref: CollectionRef) -> JobCollectionRow:
 
 
 def put(
-    session: Session, ref: CollectionRef, body: dict[str, Any], moment: datetime, floor: timedelta
+    session: Session, ref: CollectionRef, body: dict[str, Any], *, moment: datetime, floor: timedelta
 ) -> tuple[JobCollectionRow, bool]:
     """Create or replace the collection from its ARM body (``location``, ``tags``, ``properties``);
     returns it and whether it was created."""
     existing = find(session, ref)
-    return _store(session, ref, body, existing, moment, floor), existing is None
+    return _store(session, ref, body, existing=existing, moment=moment, floor=floor), existing is None
 
 
 def patch(
-    session: Session, ref: CollectionRef, changes: dict[str, Any], moment: datetime, floor: timedelta
+    session: Session, ref: CollectionRef, changes: dict[str, Any], *, moment: datetime, floor: timedelta
 ) -> JobCollectionRow:
     """Merge-patch ``location`` and ``properties``; ``tags`` are replaced as a whole when sent."""
     existing = get(session, ref)
@@ -67,7 +67,7 @@ def patch(
     stored_ref = CollectionRef(
         subscription_id=existing.subscription_id, resource_group=existing.resource_group, name=existing.name
     )
-    return _store(session, stored_ref, merged, existing, moment, floor)
+    return _store(session, stored_ref, merged, existing=existing, moment=moment, floor=floor)
 
 
 def delete(session: Session, ref: CollectionRef) -> None:
@@ -85,15 +85,16 @@ def set_state(session: Session, ref: CollectionRef, state: str, moment: datetime
 
 
 def list_page(
-    session: Session, subscription_id: str, resource_group: str | None, skip: int, limit: int
+    session: Session, subscription_id: str, resource_group: str | None, *, skip: int, limit: int
 ) -> list[JobCollectionRow]:
-    return repo.list_collections(session, subscription_id, resource_group, skip, limit)
+    return repo.list_collections(session, subscription_id, resource_group, skip=skip, limit=limit)
 
 
 def _store(
     session: Session,
     ref: CollectionRef,
     body: dict[str, Any],
+    *,
     existing: JobCollectionRow | None,
     moment: datetime,
     floor: timedelta,
@@ -111,7 +112,7 @@ def _store(
     # explicit nulls mean "omitted": never stored, never echoed
     raw_properties: dict[str, Any] = merge_patch({}, body.get("properties") or {})
     limits = stored_limits(sku, raw_properties, floor)
-    _check_plan_change(session, existing, ref.subscription_id, sku, limits, moment)
+    _check_plan_change(session, existing, subscription_id=ref.subscription_id, sku=sku, limits=limits, moment=moment)
     collection = existing or JobCollectionRow(
         subscription_id=ref.subscription_id,
         subscription_key=ref.subscription_id.lower(),
@@ -136,6 +137,7 @@ def _store(
 def _check_plan_change(
     session: Session,
     collection: JobCollectionRow | None,
+    *,
     subscription_id: str,
     sku: str,
     limits: plans.Limits,

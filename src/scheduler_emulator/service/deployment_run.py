@@ -115,18 +115,25 @@ class StoreLookup:
                 properties = {**collection.properties, "state": collection.state}
                 properties.setdefault("sku", {"name": collection.sku})
                 resource = {"location": collection.location, "tags": collection.tags}
-                return self._answer(resource_id, kind, name, properties, resource, full)
+                return self._answer(
+                    resource_id, kind=kind, name=name, properties=properties, resource=resource, full=full
+                )
         elif kind.lower() == JOB_TYPE:
             collection_name, job_name = name.split("/", 1)
             found = repo.find_collection_with_job(self.session, subscription, group, collection_name, job_name)
             if found is not None and found[1] is not None:
                 properties = {**strip_secrets(found[1].definition), "state": found[1].state}
-                return self._answer(resource_id, kind, name, properties, {}, full)
+                return self._answer(resource_id, kind=kind, name=name, properties=properties, resource={}, full=full)
         else:
             generic = store.find_generic(self.session, subscription, group, kind, name)
             if generic is not None:
                 return self._answer(
-                    resource_id, generic.type, generic.name, _properties(generic, self.policy), generic.body, full
+                    resource_id,
+                    kind=generic.type,
+                    name=generic.name,
+                    properties=_properties(generic, self.policy),
+                    resource=generic.body,
+                    full=full,
                 )
         raise TemplateError(
             f"The Resource '{kind}/{name}' under resource group '{group}' was not found.", code="ResourceNotFound"
@@ -134,7 +141,7 @@ class StoreLookup:
 
     @staticmethod
     def _answer(
-        resource_id: str, kind: str, name: str, properties: dict[str, Any], resource: dict[str, Any], full: bool
+        resource_id: str, *, kind: str, name: str, properties: dict[str, Any], resource: dict[str, Any], full: bool
     ) -> Any:
         if not full:
             return properties
@@ -318,7 +325,9 @@ def _write(session: Session, context: RunContext, instance: ResourceInstance, bo
     if kind == COLLECTION_TYPE:
         ref = CollectionRef(subscription_id=subscription, resource_group=group, name=instance.name)
         repo.lock(session, f"subscription:{subscription.lower()}", _collection_lock(ref))
-        _, created = collections.put(session, ref, canonical_names(body, JobCollectionIn), moment, context.floor)
+        _, created = collections.put(
+            session, ref, canonical_names(body, JobCollectionIn), moment=moment, floor=context.floor
+        )
         return created
     if kind == JOB_TYPE:
         collection_name, job_name = instance.name.split("/", 1)
@@ -327,10 +336,10 @@ def _write(session: Session, context: RunContext, instance: ResourceInstance, bo
         if not isinstance(properties, dict):
             raise FieldError("properties", "is required and must be a JSON object")
         repo.lock(session, _collection_lock(ref))
-        _, _, created = jobs.put(session, ref, job_name, properties, moment, context.floor)
+        _, _, created = jobs.put(session, ref, job_name, properties, moment=moment, floor=context.floor)
         announce_change(session)
         return created
-    return _write_generic(session, instance, subscription, group, body, moment)
+    return _write_generic(session, instance, subscription=subscription, group=group, body=body, moment=moment)
 
 
 def _collection_lock(ref: CollectionRef) -> str:
@@ -339,7 +348,13 @@ def _collection_lock(ref: CollectionRef) -> str:
 
 
 def _write_generic(
-    session: Session, instance: ResourceInstance, subscription: str, group: str, body: dict[str, Any], moment: datetime
+    session: Session,
+    instance: ResourceInstance,
+    *,
+    subscription: str,
+    group: str,
+    body: dict[str, Any],
+    moment: datetime,
 ) -> bool:
     row = store.find_generic(session, subscription, group, instance.type, instance.name)
     created = row is None

@@ -82,7 +82,7 @@ def read_request(body: dict[str, Any]) -> tuple[dict[str, Any], Any, str]:
 
 
 def environment(
-    session: Session, ref: DeploymentRef, template: dict[str, Any], mode: str, moment: datetime
+    session: Session, ref: DeploymentRef, template: dict[str, Any], *, mode: str, moment: datetime
 ) -> Environment:
     """What subscription(), resourceGroup(), deployment() answer; 404 ResourceGroupNotFound (as ARM) when the
     group does not exist."""
@@ -164,16 +164,16 @@ def redeployment(
     row = get(session, ref)
     parameters = {name: {"value": shown["value"]} for name, shown in row.parameters.items() if "value" in shown}
     body = {"properties": {"mode": row.mode, "template": row.template, "parameters": parameters}}
-    return preflight(session, ref, body, policy, moment)
+    return preflight(session, ref, body, policy=policy, moment=moment)
 
 
 def preflight(
-    session: Session, ref: DeploymentRef, body: dict[str, Any], policy: Policy, moment: datetime
+    session: Session, ref: DeploymentRef, body: dict[str, Any], *, policy: Policy, moment: datetime
 ) -> tuple[TemplateDeployment, str]:
     """The deployment ready to run, and its mode; DeploymentRefused (or NotFound for the group) for anything
     ARM refuses before deploying: template syntax, unknown functions, parameters, resource types."""
     template, parameters, mode = read_request(body)
-    env = environment(session, ref, template, mode, moment)
+    env = environment(session, ref, template, mode=mode, moment=moment)
     try:
         deployment = TemplateDeployment(template, parameters, env, PreflightLookup())
         for instance in deployment.resources:
@@ -283,10 +283,10 @@ def begin(
 
 
 def validate(
-    session: Session, ref: DeploymentRef, body: dict[str, Any], policy: Policy, moment: datetime
+    session: Session, ref: DeploymentRef, body: dict[str, Any], *, policy: Policy, moment: datetime
 ) -> dict[str, Any]:
     """POST …/validate: the preflight alone; the validated resources' ids and types."""
-    deployment, mode = preflight(session, ref, body, policy, moment)
+    deployment, mode = preflight(session, ref, body, policy=policy, moment=moment)
     return {
         "mode": mode,
         "parameters": deployment.display_parameters(),

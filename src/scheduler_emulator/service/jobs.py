@@ -62,7 +62,7 @@ def get_in(session: Session, ref: CollectionRef, name: str) -> tuple[JobCollecti
 
 
 def put(
-    session: Session, ref: CollectionRef, name: str, raw: dict[str, Any], moment: datetime, floor: timedelta
+    session: Session, ref: CollectionRef, name: str, raw: dict[str, Any], *, moment: datetime, floor: timedelta
 ) -> tuple[JobCollectionRow, JobRow, bool]:
     """Create or replace the job from its ARM ``properties`` in the collection ``ref`` names, under the write
     locks the caller holds; a new series starts at ``moment``. Returns the collection, the job and whether it
@@ -92,7 +92,7 @@ def put_locking_late(
         if created is not None:
             return created
     scope.lock(ref)
-    return put(scope.session, ref, name, raw, moment, floor)
+    return put(scope.session, ref, name, raw, moment=moment, floor=floor)
 
 
 def _create_before_locking(
@@ -156,10 +156,10 @@ def run_now(session: Session, collection: JobCollectionRow, name: str, moment: d
 
 
 def list_page(
-    session: Session, collection: JobCollectionRow, state: str | None, skip: int, limit: int, by_name: bool = False
+    session: Session, collection: JobCollectionRow, *, state: str | None, skip: int, limit: int, by_name: bool = False
 ) -> list[JobRow]:
     """Jobs in a stable order (by creation, or by name), optionally only those in ``state``."""
-    return repo.list_jobs(session, collection, state, skip, limit, by_name)
+    return repo.list_jobs(session, collection, state=state, skip=skip, limit=limit, by_name=by_name)
 
 
 def set_all_states(session: Session, collection: JobCollectionRow, state: str, moment: datetime) -> None:
@@ -174,11 +174,11 @@ def set_all_states(session: Session, collection: JobCollectionRow, state: str, m
 
 
 def history_page(
-    session: Session, collection: JobCollectionRow, name: str, status: str | None, skip: int, limit: int
+    session: Session, collection: JobCollectionRow, name: str, *, status: str | None, skip: int, limit: int
 ) -> tuple[JobRow, list[JobHistoryRow]]:
     """The job and a page of its history, newest first, optionally only entries with ``status``."""
     job = get(session, collection, name)
-    return job, repo.list_history(session, job, status, skip, limit)
+    return job, repo.list_history(session, job, status=status, skip=skip, limit=limit)
 
 
 def stored_properties(job: JobRow) -> JobProperties:
@@ -250,8 +250,9 @@ def _store(session: Session, write: JobWrite) -> JobRow:
         write = replace(write, job_count=repo.count_jobs(session, write.collection))
     job, _ = _build(write)
     if existing is None:
-        session.add(job)
-    session.flush()
+        repo.insert_job(session, job)
+    else:
+        session.flush()
     # Dispatchers need waking only for a job due soon, or one whose claimed occurrence must re-check it.
     note_due(session, job.next_execution_time, before, at_once=claimed)
     return job

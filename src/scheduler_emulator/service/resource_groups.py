@@ -103,7 +103,7 @@ def every_group(session: Session, limit: int = 200) -> list[ResourceGroup]:
 
 
 def put(
-    session: Session, subscription: str, name: str, body: dict[str, Any], moment: datetime
+    session: Session, subscription: str, name: str, body: dict[str, Any], *, moment: datetime
 ) -> tuple[ResourceGroup, bool]:
     """Create or update the group from ``{location, tags?}``; returns it and whether it was created (an
     implicit group counts as existing). A group's location cannot change."""
@@ -118,14 +118,14 @@ def put(
             f"the resource group '{existing.name}' already exists in location '{existing.location}'; "
             "a group's location cannot change",
         )
-    row = _materialize(session, subscription, name, existing, short_location(location), moment)
+    row = _materialize(session, subscription, name, existing=existing, location=short_location(location), moment=moment)
     if "tags" in body:
         row.tags = tags
     session.flush()
     return _from_row(row), existing is None
 
 
-def patch(session: Session, subscription: str, name: str, body: dict[str, Any], moment: datetime) -> ResourceGroup:
+def patch(session: Session, subscription: str, name: str, body: dict[str, Any], *, moment: datetime) -> ResourceGroup:
     """Replace the group's tags when sent (other members are ignored, as ARM does for managedBy etc.)."""
     existing = get(session, subscription, name)
     location = body.get("location")
@@ -133,7 +133,7 @@ def patch(session: Session, subscription: str, name: str, body: dict[str, Any], 
         not isinstance(location, str) or short_location(location) != short_location(existing.location)
     ):
         raise FieldError("location", "a group's location cannot change")
-    row = _materialize(session, subscription, name, existing, existing.location, moment)
+    row = _materialize(session, subscription, name, existing=existing, location=existing.location, moment=moment)
     if "tags" in body:
         row.tags = _tags(body["tags"])
     session.flush()
@@ -217,7 +217,7 @@ def generic_id(subscription: str, group: str, type_: str, name: str) -> str:
 
 
 def _materialize(
-    session: Session, subscription: str, name: str, existing: ResourceGroup | None, location: str, moment: datetime
+    session: Session, subscription: str, name: str, *, existing: ResourceGroup | None, location: str, moment: datetime
 ) -> ResourceGroupRow:
     """The group's row, created when the group is new or was only implicit."""
     row = store.find_group(session, subscription, name)

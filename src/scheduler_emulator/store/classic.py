@@ -54,7 +54,9 @@ def count_resource_groups(session: Session, subscription: str) -> int:
     return len(list(session.scalars(query)))
 
 
-def record_operation(session: Session, operation_id: str, subscription: str, http_status: int, now: datetime) -> None:
+def record_operation(
+    session: Session, operation_id: str, subscription: str, *, http_status: int, now: datetime
+) -> None:
     """Remember a finished asynchronous operation (kept ``OPERATIONS_KEPT``; older ones are dropped here)."""
     session.execute(delete(ClassicOperationRow).where(ClassicOperationRow.created_at < now - OPERATIONS_KEPT))
     session.add(

@@ -16,6 +16,7 @@ from sqlalchemy import (
     bindparam,
     delete,
     func,
+    insert,
     literal_column,
     select,
 )
@@ -106,7 +107,7 @@ def find_collection(session: Session, subscription: str, resource_group: str, na
 
 
 def list_collections(
-    session: Session, subscription: str, resource_group: str | None, skip: int, limit: int
+    session: Session, subscription: str, resource_group: str | None, *, skip: int, limit: int
 ) -> list[JobCollectionRow]:
     """A page of a subscription's (or resource group's) collections, in a stable order."""
     query = select(JobCollectionRow).where(JobCollectionRow.subscription_key == subscription.lower())
@@ -163,6 +164,21 @@ _NEW_JOB_COLUMNS = (
 
 
 @cache
+def _job_insert() -> Insert:
+    """INSERT a new job's row (_NEW_JOB_COLUMNS), RETURNING its id."""
+    values = {name: bindparam(name, type_=JOBS.c[name].type) for name in _NEW_JOB_COLUMNS}
+    return insert(JOBS).values(values).returning(JOBS.c.id)
+
+
+def insert_job(session: Session, job: JobRow) -> None:
+    """Insert the new ``job`` (not added to the session) in the session's transaction and set its id: what
+    adding it and flushing would write, by one statement built once, without the unit of work's bookkeeping
+    (most of the database's share of a PUT's CPU)."""
+    params = {name: getattr(job, name) for name in _NEW_JOB_COLUMNS}
+    job.id = session.connection().execute(_job_insert(), params).scalar_one()  # Core: no ORM statement to set up
+
+
+@cache
 def _guarded_job_insert() -> Insert:
     """INSERT a new job only while its name is free, its collection's row is still the version read
     (``collection_version``) and the collection holds fewer than ``max_jobs`` jobs; RETURNING its id."""
@@ -192,7 +208,7 @@ def _guarded_job_insert_sql(dialect: Dialect) -> tuple[str, dict[str, Callable[[
 
 
 def insert_job_locked_and_commit(
-    session: Session, job: JobRow, collection_version: str, max_jobs: int, locks: Sequence[str]
+    session: Session, job: JobRow, *, collection_version: str, max_jobs: int, locks: Sequence[str]
 ) -> bool:
     """Take the write ``locks``, insert the new ``job`` (not added to the session) and COMMIT, in one round trip
     (psycopg's pipeline mode: the database runs the statements one after another, so the insert sees all that
@@ -250,7 +266,7 @@ def find_job(session: Session, collection: JobCollectionRow, name: str) -> JobRo
 
 
 def list_jobs(
-    session: Session, collection: JobCollectionRow, state: str | None, skip: int, limit: int, by_name: bool = False
+    session: Session, collection: JobCollectionRow, *, state: str | None, skip: int, limit: int, by_name: bool = False
 ) -> list[JobRow]:
     query = select(JobRow).where(JobRow.collection_id == collection.id)
     if state is not None:
@@ -297,7 +313,7 @@ def request_run(session: Session, job: JobRow, now: datetime) -> None:
     job.updated_at = now
 
 
-def list_history(session: Session, job: JobRow, status: str | None, skip: int, limit: int) -> list[JobHistoryRow]:
+def list_history(session: Session, job: JobRow, *, status: str | None, skip: int, limit: int) -> list[JobHistoryRow]:
     """A page of the job's history, newest first."""
     query = select(JobHistoryRow).where(JobHistoryRow.job_id == job.id)
     if status is not None:

@@ -186,7 +186,7 @@ def add_operation(session: Session, operation: DeploymentOperationRow) -> None:
     session.flush()
 
 
-def record_arm_operation(session: Session, operation_id: str, subscription: str, status: str, now: datetime) -> None:
+def record_arm_operation(session: Session, operation_id: str, subscription: str, *, status: str, now: datetime) -> None:
     session.add(ArmOperationRow(id=operation_id, subscription_key=subscription.lower(), status=status, created_at=now))
 
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
@@ -101,6 +100,8 @@ class PostgresWakeups:
                 await self._task
 
     async def _listen(self) -> None:
+        import psycopg  # here, not at the top: a process on SQLite never needs it (~0.15 s of imports)
+
         pause = 0.5
         while True:
             try:

@@ -75,7 +75,9 @@ class PostgresWriteScope(WriteScope):
         collection still at ``collection_version``, fewer than ``max_jobs`` jobs). True: inserted; False: nothing
         written. Either way what follows runs in a new transaction, without the lock."""
         key = collection_lock(collection.subscription_id, collection.resource_group, collection.name)
-        return repo.insert_job_locked_and_commit(self.session, job, collection_version, max_jobs, [key])
+        return repo.insert_job_locked_and_commit(
+            self.session, job, collection_version=collection_version, max_jobs=max_jobs, locks=[key]
+        )
 
 
 def write_scope(database: Database, session: Session) -> WriteScope:

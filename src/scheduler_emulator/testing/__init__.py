@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -23,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -31,7 +32,7 @@ from urllib.error import HTTPError
 from urllib.parse import quote, urlsplit
 from urllib.request import Request, urlopen
 
-__all__ = ["Emulator", "EmulatorError", "HttpTarget", "RecordedRequest"]
+__all__ = ["Answer", "Emulator", "EmulatorError", "HttpTarget", "RecordedRequest"]
 
 API_VERSION = "2016-03-01"
 DEFAULT_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
@@ -49,7 +50,10 @@ class EmulatorError(RuntimeError):
 
 class Emulator:
     """The emulator for one test session: ``Emulator(clock="virtual")`` starts one (a context manager: it
-    stops and deletes its data on exit), ``Emulator.attach(url)`` uses one already running."""
+    stops and deletes its data on exit), ``Emulator.attach(url)`` uses one already running.
+    ``database_url``: its store (default SQLite in the temporary data directory; processes given one
+    PostgreSQL URL share it); ``https``: serve HTTPS with a self-signed certificate, which ``call``,
+    ``history`` and ``sdk_client`` trust (``cert_path``)."""
 
     def __init__(
         self,
@@ -59,8 +63,14 @@ class Emulator:
         env: dict[str, str] | None = None,
         token: str | None = None,
         subscription_id: str = DEFAULT_SUBSCRIPTION,
+        *,
+        database_url: str | None = None,
+        https: bool = False,
     ) -> None:
         self.clock = clock
+        self.database_url = database_url
+        self.https = https
+        self.cert_path: str | None = None  # the self-signed certificate's file, under https
         self.subscription_id = subscription_id  # the default of ``history`` and ``sdk_client``
         self.clock_start = clock_start
         self.args = list(args)
@@ -85,7 +95,12 @@ class Emulator:
             return self
         self._data_dir = tempfile.mkdtemp(prefix="scheduler-emulator-")
         command = [sys.executable, "-m", "scheduler_emulator", "--port", "0", "--data-dir", self._data_dir]
-        command += ["--clock", self.clock, "--log-level", "warning", *self.args]
+        command += ["--clock", self.clock, "--log-level", "warning"]
+        if self.database_url is not None:
+            command += ["--database-url", self.database_url]
+        if self.https:
+            command.append("--https")
+        command += self.args
         if self.clock_start is not None:
             start = self.clock_start
             command += ["--clock-start", start.isoformat() if isinstance(start, datetime) else start]
@@ -102,6 +117,8 @@ class Emulator:
             assert self._process is not None and self._process.stdout is not None
             for line in self._process.stdout:
                 self._output.append(line.rstrip("\n"))
+                if match := re.search(r"HTTPS certificate .*: (\S+)$", line.strip()):
+                    self.cert_path = match.group(1)
                 if match := re.search(r"Listening on (\S+)", line):
                     self.url = match.group(1)
                     ready.set()
@@ -214,6 +231,7 @@ class Emulator:
             base_url=self.url,
             authentication_policy=_Bearer(),
             retry_total=0,
+            connection_verify=self.cert_path or True,
         )
 
     # -- plumbing ----------------------------------------------------------------------------------
@@ -228,7 +246,7 @@ class Emulator:
             headers["Authorization"] = f"Bearer {self.token}"
         request = Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urlopen(request, timeout=600) as response:  # noqa: S310 - the emulator's own URL
+            with urlopen(request, timeout=600, context=self._tls()) as response:  # noqa: S310 - the emulator's URL
                 raw = response.read()
         except HTTPError as exc:
             raw = exc.read()
@@ -241,16 +259,31 @@ class Emulator:
                 raise EmulatorError(f"{exc.code}: {raw[:500]!r}", exc.code) from None
         return json.loads(raw) if raw else None
 
+    def _tls(self) -> ssl.SSLContext | None:
+        """What trusts this emulator's self-signed certificate (None: the defaults)."""
+        return ssl.create_default_context(cafile=self.cert_path) if self.cert_path else None
+
 
 @dataclass(frozen=True)
 class RecordedRequest:
     method: str
-    path: str
+    path: str  # as sent, with its query string
     headers: dict[str, str]  # names in lower case
     body: bytes
+    arrived: datetime | None = None  # UTC, once the headers and body were read
+    monotonic: float = 0.0  # time.monotonic() at arrival (for gaps between requests)
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
+
+    @property
+    def route(self) -> str:
+        """The path without its query string (what ``respond`` and ``requests_to`` match)."""
+        return urlsplit(self.path).path
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
 
     @property
     def expected_time(self) -> datetime | None:
@@ -260,15 +293,34 @@ class RecordedRequest:
 
 
 @dataclass
+class Answer:
+    """How ``HttpTarget`` answers one path (see ``HttpTarget.respond``)."""
+
+    status: int = 200
+    body: bytes = b"ok"
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    fail_first: int = 0
+    fail_status: int = 500
+    fail_body: bytes = b"failing on purpose"
+    served: int = 0
+
+
+@dataclass
 class HttpTarget:
     """A recording HTTP server on 127.0.0.1 for jobs to call: ``url`` (plus any path), ``requests`` in
     arrival order. ``statuses``: the status of each request in turn (the last repeats; default 200), to
-    simulate a failing target."""
+    simulate a failing target; ``respond(path, ...)`` programs one path's answer instead (status, body,
+    headers, a delay, failing the first N). ``wait_for(count, timeout)`` waits for requests to arrive."""
 
     statuses: list[int] = field(default_factory=lambda: [200])
     requests: list[RecordedRequest] = field(default_factory=list)
     url: str = ""
+    host: str = "127.0.0.1"
     _server: ThreadingHTTPServer | None = None
+    _thread: threading.Thread | None = None
+    _answers: dict[str, Answer] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> HttpTarget:
         target = self
@@ -279,27 +331,47 @@ class HttpTarget:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                with lock:
-                    index = len(target.requests)
-                    target.requests.append(
-                        RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                    )
-                status = target.statuses[min(index, len(target.statuses) - 1)]
-                self.send_response(status)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
+                request = RecordedRequest(
+                    self.command,
+                    self.path,
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                    datetime.now(UTC),
+                    time.monotonic(),
+                )
+                status, payload, delay, extra = target._record(request)
+                if delay:
+                    time.sleep(delay)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "text/plain; charset=utf-8")
+                    self.send_header("Content-Length", str(len(payload)))
+                    for name, value in extra.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(payload)
+                except OSError:  # the client gave up (e.g. its timeout): nothing to answer
+                    self.close_connection = True
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle  # noqa: N815
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle  # noqa: N815
 
             def log_message(self, *args: Any) -> None:
                 pass
 
-        lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        class QuietServer(ThreadingHTTPServer):
+            def handle_error(self, request: object, client_address: object) -> None:
+                pass  # a client that went away mid-request (a stopped emulator) is no error of the target
+
+        server = QuietServer((self.host, 0), Handler, bind_and_activate=False)
+        server.daemon_threads = True
+        server.request_queue_size = 256  # many jobs fire at the same instant; do not drop their connections
+        server.server_bind()
+        server.server_activate()
+        self._server = server
+        self.url = f"http://{self.host}:{server.server_address[1]}"
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        self._thread.start()
         return self
 
     def stop(self) -> None:
@@ -307,15 +379,78 @@ class HttpTarget:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
 
     def clear(self) -> None:
-        self.requests.clear()
+        with self._lock:
+            self.requests.clear()
+
+    def respond(
+        self,
+        path: str,
+        status: int = 200,
+        body: bytes | str = b"ok",
+        *,
+        delay: float = 0.0,
+        headers: dict[str, str] | None = None,
+        fail_first: int = 0,
+        fail_status: int = 500,
+        fail_body: bytes | str = b"failing on purpose",
+    ) -> None:
+        """From now on answer ``path`` (without a query string) with ``status`` and ``body`` (and ``headers``),
+        after ``delay`` seconds; the first ``fail_first`` requests get ``fail_status``/``fail_body`` instead."""
+        with self._lock:
+            self._answers[path] = Answer(
+                status, _bytes(body), delay, dict(headers or {}), fail_first, fail_status, _bytes(fail_body)
+            )
+
+    def requests_to(self, path: str | None = None) -> list[RecordedRequest]:
+        """The requests so far (to ``path``, without a query string, when given), oldest first."""
+        with self._lock:
+            return [r for r in self.requests if path is None or r.route == path]
+
+    def wait_for(self, count: int, timeout: float = 10.0, path: str | None = None) -> list[RecordedRequest]:
+        """Wait until at least ``count`` requests (to ``path`` when given) have arrived and return them;
+        AssertionError after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.requests_to(path)
+            if len(found) >= count:
+                return found
+            if time.monotonic() >= deadline:
+                raise AssertionError(
+                    f"expected {count} request(s) to {path or self.url} within {timeout:.1f} s, got {len(found)}"
+                )
+            time.sleep(0.02)
+
+    def default_answer(self, request: RecordedRequest, index: int) -> tuple[int, bytes, dict[str, str]]:
+        """The answer of a path ``respond`` did not program: ``statuses`` in turn. Subclasses may change it."""
+        return self.statuses[min(index, len(self.statuses) - 1)], b"ok", {}
+
+    def _record(self, request: RecordedRequest) -> tuple[int, bytes, float, dict[str, str]]:
+        with self._lock:
+            index = len(self.requests)
+            self.requests.append(request)
+            answer = self._answers.get(request.route)
+            if answer is None:
+                status, body, headers = self.default_answer(request, index)
+                return status, body, 0.0, headers
+            answer.served += 1
+            if answer.served <= answer.fail_first:
+                return answer.fail_status, answer.fail_body, answer.delay, {}
+            return answer.status, answer.body, answer.delay, answer.headers
 
     def __enter__(self) -> HttpTarget:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value.encode() if isinstance(value, str) else value
 
 
 def _parse_time(text: str) -> datetime:

@@ -1,5 +1,5 @@
 """Drives azure-servicemanagement-legacy 0.20.8's SchedulerManagementService against the emulator (run in
-its own venv, see tests/sdk_envs.py). Reads a plan on stdin: {host, ca, subscription_id, calls: [{method,
+its own venv, see tests/support/sdk_envs.py). Reads a plan on stdin: {host, ca, subscription_id, calls: [{method,
 args}]} and prints one JSON line: [{ok, result} | {error: {type, status, message}}] per call, in order."""
 
 from __future__ import annotations

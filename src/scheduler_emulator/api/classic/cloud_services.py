@@ -30,7 +30,7 @@ def operation_id(request: Request) -> str:
 
 def accepted(session: Session, request: Request, subscription: str) -> None:
     """Record the finished operation a 202 answers with (CLASSIC.md §0.5: they complete at once)."""
-    store.record_operation(session, operation_id(request), subscription, 200, now(request))
+    store.record_operation(session, operation_id(request), subscription, http_status=200, now=now(request))
 
 
 async def register(request: Request, subscription: str) -> Response:

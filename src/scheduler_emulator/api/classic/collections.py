@@ -65,7 +65,7 @@ async def put(request: Request, subscription: str, cloud_service: str, name: str
             if quota is not None:
                 properties["quota"] = quota
             arm = {"location": existing.location, "tags": existing.tags, "properties": properties}
-        collection, _ = collections.put(session, ref, arm, moment, floor)
+        collection, _ = collections.put(session, ref, arm, moment=moment, floor=floor)
         if label is not None:
             collection.label = label
         session.flush()

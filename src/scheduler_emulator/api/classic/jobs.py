@@ -78,7 +78,7 @@ async def _write(request: Request, ref: CollectionRef, name: str, *, definition:
     moment, floor = now(request), retry_floor(request)
 
     def work(session: Session) -> tuple[bool, dict[str, Any]]:
-        collection, job, created = jobs.put(session, ref, name, definition, moment, floor)
+        collection, job, created = jobs.put(session, ref, name, definition, moment=moment, floor=floor)
         accepted(session, request, ref.subscription_id)
         return created, to_classic(collection, job)
 
@@ -126,7 +126,10 @@ async def patch_all(request: Request, subscription: str, cloud_service: str, col
         jobs.set_all_states(session, collection, state, moment)
         accepted(session, request, subscription)
         session.flush()
-        return [to_classic(collection, job) for job in jobs.list_page(session, collection, None, 0, 10_000, True)]
+        return [
+            to_classic(collection, job)
+            for job in jobs.list_page(session, collection, state=None, skip=0, limit=10_000, by_name=True)
+        ]
 
     return JSONResponse(await in_session(request, work, wake=True))
 
@@ -149,7 +152,7 @@ async def list_page(request: Request, subscription: str, cloud_service: str, col
 
     def work(session: Session) -> list[dict[str, Any]]:
         collection = collections.get(session, ref)
-        rows = jobs.list_page(session, collection, state, page.skip, page.top, by_name=True)
+        rows = jobs.list_page(session, collection, state=state, skip=page.skip, limit=page.top, by_name=True)
         return [to_classic(collection, job) for job in rows]
 
     return JSONResponse(await in_session(request, work))
@@ -162,7 +165,7 @@ async def history(request: Request, subscription: str, cloud_service: str, colle
 
     def work(session: Session) -> list[dict[str, Any]]:
         collection = collections.get(session, ref)
-        job, rows = jobs.history_page(session, collection, name, status, page.skip, page.top)
+        job, rows = jobs.history_page(session, collection, name, status=status, skip=page.skip, limit=page.top)
         return [history_to_classic(job, entry) for entry in rows]
 
     return JSONResponse(await in_session(request, work))

@@ -159,7 +159,7 @@ async def create_or_update_deployment(
 
     def work(session: Session) -> tuple[DeploymentRow, bool, Any]:
         try:
-            planned, mode = deployments.preflight(session, ref, body, policy, moment)
+            planned, mode = deployments.preflight(session, ref, body, policy=policy, moment=moment)
             on_error = deployments.on_error_target(session, ref, body)
         except DeploymentRefused as exc:
             raise _refused(exc) from None
@@ -230,7 +230,7 @@ async def delete_deployment(
 
     def work(session: Session) -> None:
         deployments.delete(session, ref)
-        store.record_arm_operation(session, operation_id, subscription_id, "Succeeded", moment)
+        store.record_arm_operation(session, operation_id, subscription_id, status="Succeeded", now=moment)
 
     await _deployment(request, ref)
     await in_session(request, work)
@@ -268,7 +268,7 @@ async def validate_deployment(
 
     def work(session: Session) -> dict[str, Any]:
         try:
-            return deployments.validate(session, ref, body, policy, moment)
+            return deployments.validate(session, ref, body, policy=policy, moment=moment)
         except DeploymentRefused as exc:
             raise _refused(exc) from None
 

@@ -56,7 +56,7 @@ async def create_or_update_group(request: Request, subscription_id: str, resourc
     moment = now(request)
 
     def work(session: Session) -> tuple[ResourceGroup, bool]:
-        return resource_groups.put(session, subscription_id, resource_group, body, moment)
+        return resource_groups.put(session, subscription_id, resource_group, body, moment=moment)
 
     group, created = await in_session(request, work)
     return JSONResponse(group_to_wire(group), status_code=201 if created else 200)
@@ -67,7 +67,7 @@ async def update_group(request: Request, subscription_id: str, resource_group: s
     body = await json_object(request)
     moment = now(request)
     group = await in_group_session(
-        request, lambda session: resource_groups.patch(session, subscription_id, resource_group, body, moment)
+        request, lambda session: resource_groups.patch(session, subscription_id, resource_group, body, moment=moment)
     )
     return JSONResponse(group_to_wire(group))
 
@@ -93,7 +93,7 @@ async def delete_group(request: Request, subscription_id: str, resource_group: s
     def work(session: Session) -> None:
         _get(session, subscription_id, resource_group)
         resource_groups.delete(session, subscription_id, resource_group)
-        store.record_arm_operation(session, operation_id, subscription_id, "Succeeded", moment)
+        store.record_arm_operation(session, operation_id, subscription_id, status="Succeeded", now=moment)
 
     await in_session(request, work, wake=True)
     location = str(

@@ -90,7 +90,11 @@ class HttpAction:
         elif auth is not None and auth.type == "ActiveDirectoryOAuth":
             try:
                 bearer = await self.tokens.token(
-                    self.session(), auth.tenant or "", auth.client_id or "", auth.secret or "", auth.audience or ""
+                    self.session(),
+                    tenant=auth.tenant or "",
+                    client_id=auth.client_id or "",
+                    secret=auth.secret or "",
+                    audience=auth.audience or "",
                 )
             except TokenError as exc:
                 return Outcome(False, f"Http Action - {exc}")
@@ -296,7 +300,7 @@ class TokenCache:
         self._locks: dict[str, asyncio.Lock] = {}  # one fetch at a time per key; only while a fetch may run
 
     async def token(
-        self, session: aiohttp.ClientSession, tenant: str, client_id: str, secret: str, audience: str
+        self, session: aiohttp.ClientSession, *, tenant: str, client_id: str, secret: str, audience: str
     ) -> str:
         key = hashlib.sha256("\0".join((tenant, client_id, secret, audience)).encode()).hexdigest()
         cached = self._tokens.get(key)
@@ -306,7 +310,9 @@ class TokenCache:
         lock = self._locks.setdefault(key, asyncio.Lock())
         try:
             async with lock:
-                return await self._fetch(session, key, tenant, client_id, secret, audience)
+                return await self._fetch(
+                    session, key, tenant=tenant, client_id=client_id, secret=secret, audience=audience
+                )
         finally:
             # Nobody holds it now: forget it, so the map stays bounded (at worst a caller arriving this instant
             # fetches a token of its own too).
@@ -314,7 +320,14 @@ class TokenCache:
                 self._locks.pop(key, None)
 
     async def _fetch(
-        self, session: aiohttp.ClientSession, key: str, tenant: str, client_id: str, secret: str, audience: str
+        self,
+        session: aiohttp.ClientSession,
+        key: str,
+        *,
+        tenant: str,
+        client_id: str,
+        secret: str,
+        audience: str,
     ) -> str:
         """A token for ``key``: the cached one if a concurrent fetch just stored it, else a new one."""
         cached = self._tokens.get(key)

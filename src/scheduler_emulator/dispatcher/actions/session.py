@@ -13,6 +13,13 @@ import aiohttp
 from scheduler_emulator.dispatcher.actions.outbound import PolicyResolver
 from scheduler_emulator.domain.outbound import OutboundPolicy
 
+# Open connections to one host (scheme, host, port and TLS settings) at most. Fires that find them all busy wait
+# for the first one free, inside their action timeout, rather than each opening its own: when a burst of fires
+# comes due together (or late, all at once), an unbounded pool opened a connection per fire, hundreds per burst to
+# one target (11-18 % of a dispatcher's CPU in connects at 3,000 fires/s), where the kept-alive ones would have
+# served them a moment later. 100 connections answer 3,000 fires/s at up to 30 ms per response.
+CONNECTIONS_PER_HOST = 100
+
 
 def exact_timeout(seconds: float) -> aiohttp.ClientTimeout:
     """A total timeout of exactly ``seconds``: aiohttp rounds a deadline of 5 s or more up to the next whole second
@@ -34,7 +41,11 @@ class SharedSession:
         """The session; a request may set its own ``ssl`` (a client certificate) and ``timeout``."""
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(
-                limit=0, limit_per_host=0, ssl=self.verify, ttl_dns_cache=60, resolver=PolicyResolver(self.policy)
+                limit=0,
+                limit_per_host=CONNECTIONS_PER_HOST,
+                ssl=self.verify,
+                ttl_dns_cache=60,
+                resolver=PolicyResolver(self.policy),
             )
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=self.timeout, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()

@@ -8,7 +8,6 @@ fails the test in CI (``CI=true``) with what to do, and skips it locally."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -19,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from azure.core.credentials import AzureNamedKeyCredential
 from azure.storage.queue import (
     AccountSasPermissions,
@@ -29,10 +27,10 @@ from azure.storage.queue import (
     generate_account_sas,
     generate_queue_sas,
 )
+
+from support.environment import REPO, missing
 from support.server import stop_process
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-REPO = Path(__file__).resolve().parents[1]
 AZURITE_QUEUE = REPO / "node_modules" / ".bin" / "azurite-queue"
 
 # The storage emulators' documented development account (public, the same in every installation).
@@ -40,13 +38,6 @@ ACCOUNT = "devstoreaccount1"
 ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 START_TIMEOUT = 30.0
-
-
-def missing(message: str) -> None:
-    """Fail in CI, skip locally."""
-    if IN_CI:
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
 
 
 def free_port() -> int:

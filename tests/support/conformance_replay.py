@@ -37,7 +37,7 @@ import httpx
 
 from scheduler_emulator.domain.durations import parse_duration
 
-RECORDINGS = Path(__file__).parent / "recordings"
+RECORDINGS = Path(__file__).resolve().parents[1] / "conformance" / "recordings"
 RECORDED_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 CLASSIC_HOST = "management.core.windows.net"
 ARM_HOST = "management.azure.com"
@@ -331,7 +331,7 @@ def _status_of_unrun_job(replayed: Replayed, recorded: Any, actual: Any) -> tupl
 DIFFERENCE_RULES: list[Rule] = [
     Rule(
         name="no-null-next-link",
-        reason="The service wrote \"nextLink\": null on a list's last page; the emulator leaves the member out "
+        reason='The service wrote "nextLink": null on a list\'s last page; the emulator leaves the member out '
         "(SPEC §2: absent on the last page, no null noise), which every client reads the same way.",
         transform=_null_next_link,
     ),

@@ -1,5 +1,6 @@
-"""What the in-process dispatcher and store tests share: a migrated scratch database of either kind, a clock
-the test sets, and job rows written straight into the store (these tests drive the dispatcher's side only)."""
+"""What the in-process dispatcher and store tests share: a migrated scratch database of either kind and job
+rows written straight into the store (these tests drive the dispatcher's side only; their clock is
+support.clocks.SetClock)."""
 
 from __future__ import annotations
 
@@ -11,23 +12,12 @@ from typing import Any
 
 from sqlalchemy import insert
 
-from scheduler_emulator.domain.clock import WallClock
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
-from tests.conftest import PostgresDatabase, require_postgres
+from support.databases import PostgresDatabase, require_postgres
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 BACKENDS = ["sqlite", "postgresql"]
-
-
-class SetClock(WallClock):
-    """A clock that reads what the test set (``moment``)."""
-
-    def __init__(self, now: datetime) -> None:
-        self.moment = now
-
-    def now(self) -> datetime:
-        return self.moment
 
 
 @contextmanager

@@ -1,5 +1,5 @@
 """The real Azure CLI for the tests, in its own virtual environment: ``azure-cli`` from PyPI, pinned, under
-``.venv-az/`` in the repository root (git-ignored), created on first use the way tests/sdk_envs.py creates the old
+``.venv-az/`` in the repository root (git-ignored), created on first use the way support/sdk_envs.py creates the old
 SDKs' environments (keyed by the pin and the interpreter, locked, marked ready only when pip succeeded), so a
 second run reuses it. The first install downloads about 160 packages (README, "Using the Azure CLI and
 azure-identity", gives the time it took). When it cannot be made (no PyPI) the tests fail in CI (``CI=true``)
@@ -12,8 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from azurite import missing
-from sdk_envs import REPO, create_env
+from support.environment import REPO, missing
+from support.sdk_envs import create_env
 
 ROOT = REPO / ".venv-az"
 AZURE_CLI_VERSION = "2.91.0"

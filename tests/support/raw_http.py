@@ -7,7 +7,7 @@ import http.client
 import ssl
 from urllib.parse import urlsplit
 
-from conftest import ServerProcess
+from support.server import ServerProcess
 
 
 class RawClient:

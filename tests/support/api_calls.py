@@ -1,6 +1,5 @@
 """Helpers shared by the raw-HTTP API tests: requests with an api-version, ARM error assertions, the
-"a rejected request leaves the stored data unchanged" check, and direct access to the server's store
-(for states and rows the API cannot produce yet: final job states, counters, history entries)."""
+"a rejected request leaves the stored data unchanged" check, and valid bodies to start from."""
 
 from __future__ import annotations
 
@@ -11,14 +10,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-from conftest import API, TEST_SECRET_KEY, Backend, Names
-from conftest import create_job as put_new_job
-from sqlalchemy import select
-from support.times import iso_seconds as iso
 
-from scheduler_emulator.store.database import Database
-from scheduler_emulator.store.models import JobCollectionRow, JobRow
-from scheduler_emulator.store.secrets import SecretBox
+from support.api_client import API
+from support.api_client import create_job as put_new_job
+from support.names import Names
+from support.times import iso_seconds as iso
 
 LOOPBACK_URI = "http://127.0.0.1:9/scheduler-test"
 ACCEPTED_API_VERSIONS = ("2016-03-01", "2016-01-01", "2014-08-01-preview")
@@ -200,54 +196,3 @@ def list_all(http: httpx.Client, path: str, **params: str) -> tuple[list[dict[st
         links.append(link)
         response = http.get(link)
     raise AssertionError("nextLink chain does not end")
-
-
-# ------------------------------------------------------------------------------------------------- store
-_databases: dict[str, Database] = {}
-
-
-def store(backend: Backend) -> Database:
-    """The server's own store, opened on its database (not migrated: the server did that)."""
-    if backend.database_url not in _databases:
-        _databases[backend.database_url] = Database(backend.database_url, SecretBox(TEST_SECRET_KEY.encode()))
-    return _databases[backend.database_url]
-
-
-def _collection_row(session: Any, names: Names) -> JobCollectionRow:
-    row = session.scalar(
-        select(JobCollectionRow).where(
-            JobCollectionRow.subscription_key == names.subscription.lower(),
-            JobCollectionRow.resource_group_key == names.resource_group.lower(),
-            JobCollectionRow.name_key == names.collection.lower(),
-        )
-    )
-    assert row is not None, f"no stored collection {names.collection}"
-    return row
-
-
-def _job_row(session: Any, names: Names, job: str) -> JobRow:
-    collection = _collection_row(session, names)
-    row = session.scalar(select(JobRow).where(JobRow.collection_id == collection.id, JobRow.name_key == job.lower()))
-    assert row is not None, f"no stored job {job}"
-    return row
-
-
-def stored_job(backend: Backend, names: Names, job: str) -> dict[str, Any]:
-    """What the store holds for a job: its definition (secrets included), state, counters, row id."""
-    with store(backend).session() as session:
-        row = _job_row(session, names, job)
-        return {
-            "id": row.id,
-            "definition": copy.deepcopy(row.definition),
-            "state": row.state,
-            "counters": (row.execution_count, row.failure_count, row.faulted_count),
-        }
-
-
-def update_job_row(backend: Backend, names: Names, job: str, **columns: Any) -> int:
-    """Set columns of a job's row directly (e.g. ``state="Completed"``); returns the row id."""
-    with store(backend).session() as session:
-        row = _job_row(session, names, job)
-        for column, value in columns.items():
-            setattr(row, column, value)
-        return row.id

@@ -16,9 +16,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from azurite import missing
+from support.environment import REPO, missing
 
-REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / ".venv-sdks"
 PIP_TIMEOUT = 900  # seconds for one environment's install, on a slow network
 
@@ -49,7 +48,7 @@ def _create(version: str) -> Path:
 def create_env(name: str, requirements: tuple[str, ...], root: Path) -> Path:
     """The python of a virtual environment named ``name`` under ``root`` holding ``requirements`` (pip
     from PyPI), created first if needed, serialised with a lock file; RuntimeError with pip's output
-    otherwise. Also used for the Azure CLI's environment (tests/azure_cli.py)."""
+    otherwise. Also used for the Azure CLI's environment (support/azure_cli.py)."""
     target = env_dir(name, root, requirements)
     python = target / "bin" / "python"
     ready = target / ".ready"

@@ -1,0 +1,104 @@
+"""Readers of a SQLite file (Database.read_session) take no turn on the process's write lock: a read completes
+while a writer holds its transaction open, sees only what was committed, sees a write once it is committed,
+reads one snapshot for the whole of its transaction, and cannot write. An in-memory database (one shared
+connection) keeps reads behind the lock."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
+
+from scheduler_emulator.store.database import Database
+
+BOUND = 60.0  # seconds: only a reader that is blocked waits this long
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[Database]:
+    db = Database(f"sqlite:///{tmp_path / 'emulator.db'}")
+    db.migrate()
+    with db.session() as session:
+        session.execute(text("CREATE TABLE probe (value INTEGER NOT NULL)"))
+        session.execute(text("INSERT INTO probe (value) VALUES (1)"))
+    try:
+        yield db
+    finally:
+        db.dispose()
+
+
+def _values(db: Database) -> list[int]:
+    with db.read_session() as session:
+        return [row[0] for row in session.execute(text("SELECT value FROM probe ORDER BY value"))]
+
+
+def _read_in_thread(db: Database) -> list[int] | None:
+    """The values a read on another thread returned, or None when it did not finish within BOUND."""
+    seen: list[list[int]] = []
+    reader = threading.Thread(target=lambda: seen.append(_values(db)), daemon=True)
+    reader.start()
+    reader.join(BOUND)
+    return seen[0] if seen else None
+
+
+def test_a_read_is_not_blocked_by_a_writer_holding_its_transaction_and_sees_only_committed_rows(
+    database: Database,
+) -> None:
+    written = threading.Event()
+    release = threading.Event()
+    failures: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            with database.session() as session:  # holds the write lock and an open write transaction
+                session.execute(text("INSERT INTO probe (value) VALUES (2)"))
+                session.flush()
+                written.set()
+                release.wait(BOUND)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            failures.append(exc)
+            written.set()
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        assert written.wait(BOUND)
+        assert _read_in_thread(database) == [1], "the read finished while the writer held its transaction"
+    finally:
+        release.set()
+        writer.join(BOUND)
+    assert not failures
+    assert _values(database) == [1, 2], "once committed, the write is seen"
+
+
+def test_a_read_transaction_reads_one_snapshot(database: Database) -> None:
+    with database.read_session() as session:
+        first = session.execute(text("SELECT count(*) FROM probe")).scalar_one()
+        with database.session() as writer:
+            writer.execute(text("INSERT INTO probe (value) VALUES (3)"))
+        again = session.execute(text("SELECT count(*) FROM probe")).scalar_one()
+    assert (first, again) == (1, 1)
+    assert _values(database) == [1, 3]
+
+
+def test_a_write_through_a_read_session_fails(database: Database) -> None:
+    with pytest.raises(OperationalError, match="readonly"), database.read_session() as session:
+        session.execute(text("INSERT INTO probe (value) VALUES (4)"))
+    assert _values(database) == [1]
+
+
+def test_in_memory_reads_share_the_one_connection_and_its_lock() -> None:
+    db = Database("sqlite://")
+    db.migrate()
+    try:
+        with db.session() as session:
+            session.execute(text("CREATE TABLE probe (value INTEGER NOT NULL)"))
+            session.execute(text("INSERT INTO probe (value) VALUES (5)"))
+        assert _values(db) == [5]
+        assert db.read_engine is db.engine
+    finally:
+        db.dispose()
