@@ -54,14 +54,9 @@ def test_host_flag_binds_the_given_interface(emulators, tmp_path: Path) -> None:
     create_collection(server, Names())
 
 
-def test_default_host_is_loopback(emulators, tmp_path: Path) -> None:
-    server = emulators.start(tmp_path)
-    assert server.url.startswith("http://127.0.0.1:")
-
-
-def test_port_flag_and_its_environment_variable(emulators, tmp_path: Path) -> None:
+def test_port_flag_and_its_environment_variable_on_the_default_host_loopback(emulators, tmp_path: Path) -> None:
     port = free_port()
-    server = emulators.start(tmp_path / "a", port=port)
+    server = emulators.start(tmp_path / "a", port=port)  # no --host: loopback
     assert server.url == f"http://127.0.0.1:{port}"
     env_port = free_port()
     by_env = emulators.start(tmp_path / "b", port=None, env={"SCHEDULER_PORT": str(env_port)})
