@@ -74,6 +74,14 @@ def secret_key(settings: Settings) -> bytes:
     return _checked(key, str(path))
 
 
+def check_given_secret_key(settings: Settings) -> None:
+    """Check the key the operator gave (SCHEDULER_SECRET_KEY, or an existing --secret-key-file) as
+    ``secret_key`` would (ConfigError), without creating anything: the CLI runs it before importing the service."""
+    given_file = settings.secret_key_file is not None and settings.secret_key_file.is_file()
+    if settings.secret_key is not None or given_file:
+        secret_key(settings)
+
+
 def _checked(key: bytes, source: str) -> bytes:
     try:
         Fernet(key)

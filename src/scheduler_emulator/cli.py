@@ -26,14 +26,21 @@ def collector_paused() -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Read and check the flags and the environment first, then import the service: a start refused for a bad
+    flag or value imports only the settings (pydantic), not the app and its dependencies (a fraction of the
+    cost of a start)."""
     with collector_paused():
-        from scheduler_emulator.config import ConfigError, settings_from_args
+        from scheduler_emulator.at_rest import check_given_secret_key
+        from scheduler_emulator.config import ConfigError, check_certificate_files, settings_from_args
         from scheduler_emulator.logs import say
+
+        try:
+            settings = settings_from_args(argv)
+            check_certificate_files(settings)
+            check_given_secret_key(settings)
+        except ConfigError as exc:
+            say(f"scheduler-emulator: error: {exc}", sys.stderr)
+            raise SystemExit(2) from None
         from scheduler_emulator.serving import serve
 
-    try:
-        settings = settings_from_args(argv)
-    except ConfigError as exc:
-        say(f"scheduler-emulator: error: {exc}", sys.stderr)
-        raise SystemExit(2) from None
     serve(settings)

@@ -427,6 +427,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_certificate_files(settings: Settings) -> None:
+    """The operator's --cert and --key must name existing files (ConfigError if not), checked before start-up."""
+    if settings.https and settings.cert and settings.key:
+        for path in (settings.cert, settings.key):
+            if not path.is_file():
+                raise ConfigError(f"{path} does not exist")
+
+
 def settings_from_args(argv: list[str] | None = None) -> Settings:
     """Parse ``argv`` and merge it over the environment."""
     args = vars(build_parser().parse_args(argv))

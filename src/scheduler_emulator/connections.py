@@ -147,6 +147,18 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return
         self.transport.close()
 
+    def shutdown(self) -> None:
+        """The server stops: an idle connection closes now, a busy one after its response. Under TLS an idle
+        connection is aborted instead: closing it sends close_notify and waits for the client's, which a client
+        keeping a pooled connection idle never sends, so a stop (SIGTERM) waited uvicorn's whole graceful
+        shutdown timeout (--shutdown-grace + 5 s) for it."""
+        idle = self.cycle is None or self.cycle.response_complete
+        if idle and self.transport.get_extra_info("ssl_object") is not None:
+            self._clear()
+            self.transport.abort()
+            return
+        super().shutdown()
+
     def _bytes_waiting(self) -> bool:
         """Whether the client's socket has something to read (bytes, or its end of the connection)."""
         sock = self.transport.get_extra_info("socket")

@@ -42,18 +42,14 @@ def check_secret_key(settings: Settings) -> None:
 
 
 def serve(settings: Settings) -> None:
-    """Run the service in the foreground until interrupted."""
+    """Run the service in the foreground until interrupted (``settings`` as cli.py read and checked them)."""
     configure_logging(settings.log_level, settings.log_format)
     make_files_private()
     secure_data_dir(settings.data_dir)
     ssl: dict[str, str] = {}
     if settings.https:
-        if settings.cert and settings.key:
+        if settings.cert and settings.key:  # both exist: cli.py checked them (config.check_certificate_files)
             cert, key = settings.cert, settings.key
-            for path in (cert, key):
-                if not path.is_file():
-                    say(f"scheduler-emulator: error: {path} does not exist", sys.stderr)
-                    raise SystemExit(2)
         else:
             cert, key = self_signed_certificate(settings.data_dir / "tls", settings.host)
             say(f"HTTPS certificate (self-signed; trust it in your client): {cert.resolve()}")
