@@ -38,7 +38,14 @@ from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow, OccurrenceRow
 
 ACTION_TIMEOUT = 2.0  # --action-timeout of the server under test (seconds)
-LATENESS_BOUND = 2.0  # generous bound on how late a fire may arrive (the aim is well under a second)
+# How late the emulator may start an attempt (by its own records: the history's startTime against the
+# occurrence's expected time, or a retry's start against the previous attempt's end plus the interval). This
+# is the product's real-time bound and stays one: the aim is well under a second, a fire that waited for a
+# poll (1 s here) or a minute would still fail it, and 3 s leaves room for a 2-core machine running two CPU
+# hogs beside the suite. Nothing here measures when the test *saw* a fire: the target's thread can be held
+# up by load on its own, so arrivals are only checked for order (never before the due time), not for speed.
+LATENESS_BOUND = 3.0
+CLOCK_SLACK = 0.02  # the emulator sleeps on the monotonic clock and records wall-clock times
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 MINUTE = timedelta(minutes=1)
 
@@ -58,6 +65,29 @@ class Emulator(EmulatorApi):
         )
         self.backend = backend
         self.database_url = database_url
+
+
+def started(entry: dict[str, Any]) -> datetime:
+    return parse(entry["startTime"])
+
+
+def ended(entry: dict[str, Any]) -> datetime:
+    return parse(entry["endTime"])
+
+
+def recorded_lateness(entry: dict[str, Any]) -> float:
+    """Seconds from the occurrence's expected time to the start of this attempt, as the emulator recorded them."""
+    return (started(entry) - parse(entry["expectedExecutionTime"])).total_seconds()
+
+
+def assert_on_time(entry: dict[str, Any]) -> None:
+    assert 0 <= recorded_lateness(entry) < LATENESS_BOUND, entry
+
+
+def assert_spaced(earlier: dict[str, Any], later: dict[str, Any], interval: float) -> None:
+    """``later`` started ``interval`` seconds after ``earlier`` ended (never sooner), give or take load."""
+    gap = (started(later) - ended(earlier)).total_seconds()
+    assert interval - CLOCK_SLACK <= gap < interval + LATENESS_BOUND, (gap, earlier, later)
 
 
 def seconds_until(moment: datetime) -> float:
@@ -111,13 +141,13 @@ def target() -> Iterator[TargetServer]:
 def emulator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
     with fresh_database(request.param, tmp_path_factory) as url:
         emulator = Emulator(request.param, url, tmp_path_factory.mktemp("firing-data"))
-        started = time.monotonic()
+        began = time.monotonic()
         emulator.start()
         try:
             yield emulator
         finally:
             emulator.stop()
-            print(f"\n[{request.param}] firing suite ran {time.monotonic() - started:.1f} s on this backend")
+            print(f"\n[{request.param}] firing suite ran {time.monotonic() - began:.1f} s on this backend")
 
 
 @dataclass
@@ -253,7 +283,7 @@ def test_one_time_job_fires_once_with_request_and_scheduler_headers(
     expected = fire.header("x-ms-scheduler-expected-execution-time")
     assert expected and ISO_UTC.match(expected), expected
     assert fire.expected_time == start
-    assert 0 <= fire.lateness < LATENESS_BOUND, fire.lateness
+    assert fire.wall >= start, "fired before its time"
 
     done = emulator.wait_state(names, job, "completed")
     status = done["properties"]["status"]
@@ -265,6 +295,7 @@ def test_one_time_job_fires_once_with_request_and_scheduler_headers(
     assert entry["status"] == "Completed"
     assert (entry["retryCount"], entry["repeatCount"]) == (0, 1)
     assert parse(entry["expectedExecutionTime"]) == start
+    assert_on_time(entry)
     # the service's words: reason phrase as sent, the response headers, the body
     assert entry["message"].startswith("Http Action - Response from host '127.0.0.1': 'OK' Response Headers: ")
     assert "Date: " in entry["message"] and entry["message"].endswith("\r\n Body: hook received"), entry
@@ -297,8 +328,8 @@ def test_basic_authentication_arrives_as_authorization_header(emulator: Emulator
 
 
 def test_many_jobs_due_together_fire_on_time(emulator: Emulator, target: TargetServer) -> None:
-    """20 one-time jobs due within one second: each fires once, and not late (measured at the target
-    against x-ms-scheduler-expected-execution-time)."""
+    """20 one-time jobs due within one second: each fires once, never before its time (at the target, against
+    x-ms-scheduler-expected-execution-time), and not late (the emulator's recorded start of each attempt)."""
     names = Names()
     emulator.collection(names)
     path = a_path("lateness")
@@ -313,13 +344,16 @@ def test_many_jobs_due_together_fire_on_time(emulator: Emulator, target: TargetS
     assert sorted(by_job) == sorted(starts) and len(fires) == 20, "each job must fire exactly once"
     for job, fire in by_job.items():
         assert fire.expected_time == starts[job]
-    lateness = sorted(fire.lateness for fire in fires)
+    assert min(fire.lateness for fire in fires) >= 0, "a job fired before its time"
+    entries = {job: emulator.wait_history(names, job, 1)[0] for job in starts}
+    assert all(parse(entries[job]["expectedExecutionTime"]) == start for job, start in starts.items())
+    lateness = sorted(recorded_lateness(entry) for entry in entries.values())
     print(
-        f"\n[{emulator.backend}] lateness of 20 jobs due within 1 s: min {lateness[0] * 1000:.0f} ms, "
+        f"\n[{emulator.backend}] lateness of 20 jobs due within 1 s (recorded): min {lateness[0] * 1000:.0f} ms, "
         f"p50 {statistics.median(lateness) * 1000:.0f} ms, p90 {lateness[17] * 1000:.0f} ms, "
-        f"max {lateness[-1] * 1000:.0f} ms"
+        f"max {lateness[-1] * 1000:.0f} ms; at the target: max {max(f.lateness for f in fires) * 1000:.0f} ms"
     )
-    assert lateness[0] >= 0, "a job fired before its time"
+    assert lateness[0] >= 0, "a job started before its time"
     assert lateness[-1] < LATENESS_BOUND
     time.sleep(1)
     assert len(target.requests(path)) == 20
@@ -384,15 +418,13 @@ def test_failing_target_gets_the_retries_then_the_error_action(emulator: Emulato
 
     main = target.wait_for(3, 12, main_path)
     [error] = target.wait_for(1, 5, error_path)
-    gaps = [later.monotonic - earlier.monotonic for earlier, later in zip(main, main[1:], strict=False)]
-    assert all(1.95 <= gap <= 3.0 for gap in gaps), f"retries should be 2 s apart: {gaps}"
+    assert main[0].wall < main[1].wall < main[2].wall < error.wall
     assert len({r.header("x-ms-execution-tag") for r in [*main, error]}) == 1, "one execution tag per occurrence"
     assert len({r.header("x-ms-client-request-id") for r in [*main, error]}) == 4, "a client request id per attempt"
     assert len({r.expected_time for r in [*main, error]}) == 1
     assert all(r.method == "POST" and r.body == b"main" for r in main)
     assert (error.method, error.body, error.header("x-error")) == ("PUT", b"error!", "yes")
     assert error.header("x-ms-scheduler-jobid") == job
-    assert 0 <= error.monotonic - main[-1].monotonic < 1.5, "the error action runs right after the last retry"
 
     done = emulator.wait_state(names, job, "faulted")
     status = done["properties"]["status"]
@@ -407,8 +439,13 @@ def test_failing_target_gets_the_retries_then_the_error_action(emulator: Emulato
     ]
     assert len({e["expectedExecutionTime"] for e in history}) == 1
     assert parse(history[0]["expectedExecutionTime"]) == main[0].expected_time
+    first, second, third, error_entry = reversed(history)
+    assert_spaced(first, second, 2)  # retries 2 s apart, by the emulator's own records
+    assert_spaced(second, third, 2)
+    assert_spaced(third, error_entry, 0)  # the error action runs right after the last retry
     last_execution = parse(status["lastExecutionTime"])
-    assert main[-1].wall - timedelta(seconds=1) <= last_execution <= error.wall, "the start of the latest attempt"
+    assert last_execution == started(history[1]), "the start of the latest attempt (the main action's last)"
+    assert last_execution <= main[-1].wall
     for entry in history[1:]:
         assert entry["message"].startswith("Http Action - Response from host '127.0.0.1': 'Service Unavailable' ")
         assert long_body[:2048] in entry["message"], "the first 2048 bytes of the body"
@@ -438,8 +475,7 @@ def test_error_action_without_its_own_policy_retries_with_the_main_one(
     )
     main = target.wait_for(2, 8, main_path)
     errors = target.wait_for(2, 8, error_path)
-    assert 0.95 <= errors[1].monotonic - errors[0].monotonic <= 2.0
-    assert errors[0].monotonic > main[1].monotonic
+    assert errors[0].wall > main[1].wall
     done = emulator.wait_state(names, job, "faulted")
     status = done["properties"]["status"]
     assert (status["executionCount"], status["faultedCount"]) == (2, 1)
@@ -450,6 +486,8 @@ def test_error_action_without_its_own_policy_retries_with_the_main_one(
         ("MainAction", "Failed", 1),
         ("MainAction", "Failed", 0),
     ]
+    assert_spaced(history[1], history[0], 1)  # the error action's retry, at the main action's 1 s interval
+    assert_spaced(history[2], history[1], 0)
     time.sleep(1.5)
     assert (len(target.requests(main_path)), len(target.requests(error_path))) == (2, 2)
 
@@ -522,15 +560,18 @@ def test_slow_target_times_out_and_counts_as_failure(emulator: Emulator, target:
     names = Names()
     emulator.collection(names)
     job, path = unique("timeout-"), a_path("slow")
-    target.respond(path, 200, "too late", delay=ACTION_TIMEOUT + 1.5)
+    answer_after = ACTION_TIMEOUT + 8  # the target answers long after the timeout (its thread is a daemon)
+    target.respond(path, 200, "too late", delay=answer_after)
     emulator.put_job(names, job, {"action": http_action(target, path, retry=NO_RETRY)})
     target.wait_for(1, 5, path)
     done = emulator.wait_state(names, job, "faulted", timeout=ACTION_TIMEOUT + 8)
     assert done["properties"]["status"]["failureCount"] == 1
     [entry] = emulator.history(names, job)
     assert entry["status"] == "Failed" and "timed out" in entry["message"], entry
-    took = (parse(entry["endTime"]) - parse(entry["startTime"])).total_seconds()
-    assert ACTION_TIMEOUT - 0.1 <= took < ACTION_TIMEOUT + 1.4, took
+    took = (ended(entry) - started(entry)).total_seconds()
+    # Cut at the timeout, never sooner, and well before the answer would have come (an attempt that waited
+    # for it would take answer_after); the 3 s above the timeout leave room for a loaded machine.
+    assert ACTION_TIMEOUT - 0.1 <= took < ACTION_TIMEOUT + LATENESS_BOUND < answer_after, took
 
 
 def test_run_now_fires_one_extra_occurrence_and_leaves_the_schedule_alone(
@@ -551,10 +592,12 @@ def test_run_now_fires_one_extra_occurrence_and_leaves_the_schedule_alone(
     asked = utcnow()
     for job in jobs:
         assert emulator.call("POST", names.job_path(job) + "/run").status_code == 200
+    answered = utcnow()
     for job, path in paths.items():
         [fire] = target.wait_for(1, 5, path)
         assert fire.header("x-ms-scheduler-jobid") == job
-        assert asked - timedelta(seconds=1) <= fire.expected_time <= asked + timedelta(seconds=3)
+        # a run's expected time is when it was asked for: between sending the request and its answer
+        assert asked - timedelta(milliseconds=1) <= fire.expected_time <= answered + timedelta(milliseconds=1)
         emulator.wait_history(names, job, 1, 5)
         properties = emulator.job(names, job)["properties"]
         assert properties["state"] == "enabled", "a run does not finish the job"
@@ -562,6 +605,7 @@ def test_run_now_fires_one_extra_occurrence_and_leaves_the_schedule_alone(
         assert properties["status"]["nextExecutionTime"] == iso(later), "a run leaves the schedule alone"
         [entry] = emulator.history(names, job)
         assert (entry["actionName"], entry["status"], entry["repeatCount"]) == ("MainAction", "Completed", 1)
+        assert_on_time(entry)
     time.sleep(1.5)
     assert all(len(target.requests(path)) == 1 for path in paths.values())
 
@@ -575,10 +619,7 @@ def test_recurring_job_fires_at_the_expected_instants(
     path, job, start = slow.paths["rec-ok"], slow.jobs["rec-ok"], slow.start
     fires = target.wait_for(2, seconds_until(start + MINUTE) + 5, path)
     assert [f.expected_time for f in fires] == [start, start + MINUTE]
-    lateness = [f.lateness for f in fires]
-    print(f"\n[{emulator.backend}] recurring job lateness: {', '.join(f'{s * 1000:.0f} ms' for s in lateness)}")
-    assert all(0 <= s < LATENESS_BOUND for s in lateness), lateness
-    assert 59 < fires[1].monotonic - fires[0].monotonic < 61
+    assert fires[0].wall >= start and fires[1].wall >= start + MINUTE, "fired before its time"
     assert fires[0].header("x-ms-execution-tag") != fires[1].header("x-ms-execution-tag"), "a tag per occurrence"
     done = emulator.wait_state(slow.names, job, "completed")
     status = done["properties"]["status"]
@@ -589,6 +630,10 @@ def test_recurring_job_fires_at_the_expected_instants(
         ("Completed", 2, start + MINUTE),
         ("Completed", 1, start),
     ]
+    lateness = [recorded_lateness(e) for e in reversed(history)]
+    print(f"\n[{emulator.backend}] recurring job lateness: {', '.join(f'{s * 1000:.0f} ms' for s in lateness)}")
+    for entry in history:  # each fire started at its own instant (so the two are a minute apart)
+        assert_on_time(entry)
     assert len(target.requests(path)) == 2
 
 
@@ -620,8 +665,6 @@ def test_occurrence_due_while_the_previous_one_retries_is_postponed(
     job, path, start = slow.jobs["postponed"], slow.paths["postponed"], slow.start
     try:
         attempts = target.wait_for(4, seconds_until(start + timedelta(seconds=66)) + 6, path)
-        gaps = [b.monotonic - a.monotonic for a, b in zip(attempts, attempts[1:], strict=False)]
-        assert all(21.9 <= gap <= 23.5 for gap in gaps), gaps
         assert all(f.expected_time == start for f in attempts), "S+60 s must not run while S is retrying"
         history = wait_until(
             lambda: (h := emulator.history(slow.names, job)) and len(h) >= 5 and h,
@@ -639,6 +682,9 @@ def test_occurrence_due_while_the_previous_one_retries_is_postponed(
             ("Failed", 1, 1),
             ("Failed", 0, 1),
         ]
+        tries = list(reversed([e for e in history if e is not postponed[0]]))
+        for earlier, later in zip(tries, tries[1:], strict=False):
+            assert_spaced(earlier, later, 22)  # the retries 22 s apart, by the emulator's own records
         properties = emulator.job(slow.names, job)["properties"]
         assert properties["state"] == "enabled"
         assert parse(properties["status"]["nextExecutionTime"]) == start + 2 * MINUTE
@@ -798,11 +844,12 @@ def test_restart_neither_loses_nor_repeats_nor_floods_occurrences(emulator: Emul
     # ... then the catch-up job runs on schedule.
     fires = target.wait_for(2, seconds_until(upcoming) + 5, paths["catchup"])
     assert fires[1].expected_time == upcoming
-    assert 0 <= fires[1].lateness < LATENESS_BOUND, fires[1].lateness
+    assert fires[1].wall >= upcoming, "fired before its time"
     history = emulator.wait_history(names, jobs["catchup"], 3)
     assert sorted(e["status"] for e in history) == ["Completed", "Completed", "Postponed"]
     assert (history[0]["status"], history[0]["repeatCount"]) == ("Completed", 2)
     assert parse(history[0]["expectedExecutionTime"]) == upcoming
+    assert_on_time(history[0])
 
     # Nothing that had finished before the stop fired again.
     repeated = [
