@@ -50,6 +50,11 @@ class SharedSession:
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=self.timeout, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
             )
+            # aiohttp sends an idempotent request (GET, PUT, DELETE, ...) again by itself when a reused kept-alive
+            # connection drops before the answer; the target may have acted on the first, so that would be a second
+            # fire no retry policy asked for. A fire is sent once; the job's retry policy decides what follows.
+            # (No public option in aiohttp 3.14: ClientSession sets this attribute True in __init__.)
+            self._session._retry_connection = False
         return self._session
 
     async def close(self) -> None:
