@@ -17,6 +17,18 @@ from scheduler_emulator.schemas.job import HttpRequest
 BURST = 3 * CONNECTIONS_PER_HOST
 
 
+def context(number: int) -> FireContext:
+    """The fire context of the test's fire ``number``."""
+    return FireContext(
+        execution_tag=f"tag-{number}",
+        client_request_id=f"request-{number}",
+        expected_time=datetime.now(UTC),
+        job_name=f"job-{number}",
+        collection_name="collection",
+        region="West US",
+    )
+
+
 async def _bursts() -> tuple[list[int], list[bool]]:
     """Two bursts of BURST fires at one server; the connections it had accepted after each, and whether each
     fire succeeded."""
@@ -41,16 +53,6 @@ async def _bursts() -> tuple[list[int], list[bool]]:
     shared = SharedSession(Settings().outbound_policy, 30.0)
     action = HttpAction(Settings(), shared)
     request = HttpRequest.model_validate({"uri": f"http://127.0.0.1:{port}/", "method": "GET"})
-
-    def context(number: int) -> FireContext:
-        return FireContext(
-            execution_tag=f"tag-{number}",
-            client_request_id=f"request-{number}",
-            expected_time=datetime.now(UTC),
-            job_name=f"job-{number}",
-            collection_name="collection",
-            region="West US",
-        )
 
     counts: list[int] = []
     succeeded: list[bool] = []
@@ -102,15 +104,7 @@ async def _dropped_on_reuse(method: str) -> tuple[int, list[bool]]:
     succeeded: list[bool] = []
     try:
         for number in range(2):
-            context = FireContext(
-                execution_tag=f"tag-{number}",
-                client_request_id=f"request-{number}",
-                expected_time=datetime.now(UTC),
-                job_name=f"job-{number}",
-                collection_name="collection",
-                region="West US",
-            )
-            outcome = await asyncio.wait_for(action.execute(request, context), timeout=60)
+            outcome = await asyncio.wait_for(action.execute(request, context(number)), timeout=60)
             succeeded.append(outcome.succeeded)
     finally:
         await shared.close()
