@@ -147,7 +147,7 @@ def test_the_insert_waits_for_the_lock_and_counts_what_its_holder_committed(data
     holder = database.session()
     session = holder.__enter__()
     try:
-        repo.lock(session, LOCK)
+        repo.advisory_lock(session, LOCK)
         waiter = threading.Thread(target=lambda: outcome.append(insert(database, new_job(collection), version, 1)))
         waiter.start()
         waiter.join(1.0)
@@ -227,7 +227,7 @@ def test_a_failure_of_the_insert_is_sqlalchemys_error(database: Database) -> Non
     collection = add_collection(database)
     version = read_version(database, collection)
     with database.session() as holder:
-        repo.lock(holder, LOCK)
+        repo.advisory_lock(holder, LOCK)
         with pytest.raises(OperationalError, match="lock timeout"), database.session() as session:
             session.execute(text("SET LOCAL lock_timeout = '200ms'"))
             repo.insert_job_locked_and_commit(

@@ -24,9 +24,8 @@ from scheduler_emulator.domain.clock import Clock
 from scheduler_emulator.domain.errors import Conflict, FieldError, InvalidName, NotFound, TooLarge
 from scheduler_emulator.schemas import strict_json
 from scheduler_emulator.schemas.common import first_field_error
-from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
-from scheduler_emulator.store.wakeups import announce_change, earliest_noted, wake_needed
+from scheduler_emulator.store.wakeups import earliest_noted, wake_needed
 from scheduler_emulator.store.write_scope import WriteScope, collection_lock, write_scope
 
 if TYPE_CHECKING:
@@ -164,7 +163,7 @@ async def in_session(request: Request, work: Callable[[Session], T], wake: bool 
     locks = write_locks(request)
 
     def locked_first(scope: WriteScope) -> T:
-        repo.lock(scope.session, *locks)
+        scope.hold(*locks)
         return work(scope.session)
 
     return await in_session_locking_late(request, locked_first, wake)
@@ -180,11 +179,12 @@ async def in_session_locking_late(request: Request, work: Callable[[WriteScope],
 
     def run() -> tuple[T, bool, datetime | None]:
         with database.session() as session:
-            result = work(write_scope(database, session))
+            scope = write_scope(database, session)
+            result = work(scope)
             woken = wake and (lookahead is None or wake_needed(session, datetime.now(UTC) + lookahead))
             not_before = None if lookahead is None or not woken else earliest_noted(session)
             if woken:
-                announce_change(session, not_before)
+                scope.announce_change(not_before)
             return result, woken, not_before
 
     result, wake, not_before = await _in_thread(run, database.writer())

@@ -32,8 +32,7 @@ from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store import resources as store
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import DeploymentOperationRow, DeploymentRow, GenericResourceRow
-from scheduler_emulator.store.wakeups import announce_change
-from scheduler_emulator.store.write_scope import collection_lock
+from scheduler_emulator.store.write_scope import WriteScope, collection_lock, write_scope
 from scheduler_emulator.templates.errors import TemplateError
 from scheduler_emulator.templates.template import ResourceInstance, TemplateDeployment
 
@@ -288,7 +287,7 @@ def _deploy_one(
         with context.database.session() as session:
             deployment.lookup = StoreLookup(session, context.policy)
             body = deployment.body_of(instance)
-            created = _write(session, context, instance, body)
+            created = _write(write_scope(context.database, session), context, instance, body)
     except _EXPECTED as exc:
         failure = _failure_of(exc)
     if failure is None and instance.type.lower() == JOB_TYPE:
@@ -315,8 +314,10 @@ def _deploy_one(
     return failure
 
 
-def _write(session: Session, context: RunContext, instance: ResourceInstance, body: dict[str, Any]) -> bool:
-    """Create or update the resource through the service layer; whether it was created."""
+def _write(scope: WriteScope, context: RunContext, instance: ResourceInstance, body: dict[str, Any]) -> bool:
+    """Create or update the resource through the service layer, in ``scope``'s transaction; whether it was
+    created."""
+    session = scope.session
     parts = _split_id(instance.id)
     assert parts is not None  # built by the template from its own parts
     subscription, group, _, _ = parts
@@ -324,7 +325,7 @@ def _write(session: Session, context: RunContext, instance: ResourceInstance, bo
     kind = instance.type.lower()
     if kind == COLLECTION_TYPE:
         ref = CollectionRef(subscription_id=subscription, resource_group=group, name=instance.name)
-        repo.lock(session, f"subscription:{subscription.lower()}", _collection_lock(ref))
+        scope.hold(f"subscription:{subscription.lower()}", _collection_lock(ref))
         _, created = collections.put(
             session, ref, canonical_names(body, JobCollectionIn), moment=moment, floor=context.floor
         )
@@ -335,9 +336,9 @@ def _write(session: Session, context: RunContext, instance: ResourceInstance, bo
         properties = canonical_names(body, JobDefinitionIn).get("properties")
         if not isinstance(properties, dict):
             raise FieldError("properties", "is required and must be a JSON object")
-        repo.lock(session, _collection_lock(ref))
+        scope.lock(ref)
         _, _, created = jobs.put(session, ref, job_name, properties, moment=moment, floor=context.floor)
-        announce_change(session)
+        scope.announce_change()
         return created
     return _write_generic(session, instance, subscription=subscription, group=group, body=body, moment=moment)
 

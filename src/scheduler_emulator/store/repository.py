@@ -43,13 +43,10 @@ FINAL_STATES = ("Completed", "Faulted")
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext(%(key)s))"  # in the driver's (psycopg's) own SQL
 
 
-def lock(session: Session, *keys: str) -> None:
-    """Hold the write locks named ``keys``, taken in that order, until the transaction ends (PostgreSQL advisory
-    locks; SQLite already runs one session at a time), so that API writes checking limits before writing never
-    interleave."""
-    if session.get_bind().dialect.name == "postgresql":
-        for key in keys:
-            session.connection().exec_driver_sql(_LOCK, {"key": key})
+def advisory_lock(session: Session, key: str) -> None:
+    """Hold the PostgreSQL advisory lock named ``key`` until the transaction ends (store.write_scope, which takes
+    the API's write locks so that writes checking limits before writing never interleave)."""
+    session.connection().exec_driver_sql(_LOCK, {"key": key})
 
 
 # The statements nearly every request runs are built once, with bound parameters: building one costs more

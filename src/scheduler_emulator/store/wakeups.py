@@ -1,7 +1,7 @@
 """Waking dispatchers after an API write: the write notes when the jobs it changed may be due (``note_due``); at
 commit the API decides whether dispatchers must look now (``wake_needed``, ``earliest_noted``) and tells the other
-processes sharing a PostgreSQL database (``announce_change``: NOTIFY), whose dispatchers listen
-(``PostgresWakeups``: LISTEN). The dispatcher's polling stays as the fallback."""
+processes sharing a PostgreSQL database (``notify_dispatchers``: NOTIFY, called through store.write_scope), whose
+dispatchers listen (``PostgresWakeups``: LISTEN). The dispatcher's polling stays as the fallback."""
 
 from __future__ import annotations
 
@@ -48,18 +48,18 @@ def earliest_noted(session: Session) -> datetime | None:
     return min(m for m in notes if m is not None)
 
 
-def announce_change(session: Session, not_before: datetime | None = None) -> None:
-    """Tell every dispatcher process sharing this PostgreSQL database to look for due work (delivered at
+def notify_dispatchers(session: Session, not_before: datetime | None = None) -> None:
+    """Tell every dispatcher process sharing this PostgreSQL database to look for due work (NOTIFY, delivered at
     commit); ``not_before`` (see earliest_noted) goes with it as the payload, so that a dispatcher that looks by
-    itself before then can ignore it. SQLite has one process, whose dispatcher is woken in-process instead."""
-    if session.get_bind().dialect.name == "postgresql":
-        if not_before is None:
-            session.execute(text(f"NOTIFY {WAKE_CHANNEL}"))
-        else:
-            session.execute(
-                text("SELECT pg_notify(:channel, :payload)"),
-                {"channel": WAKE_CHANNEL, "payload": not_before.isoformat()},
-            )
+    itself before then can ignore it. PostgreSQL only: store.write_scope calls it where the database is one
+    (SQLite has one process, whose dispatcher is woken in-process instead)."""
+    if not_before is None:
+        session.execute(text(f"NOTIFY {WAKE_CHANNEL}"))
+    else:
+        session.execute(
+            text("SELECT pg_notify(:channel, :payload)"),
+            {"channel": WAKE_CHANNEL, "payload": not_before.isoformat()},
+        )
 
 
 def wake_payload(payload: str) -> datetime | None:
@@ -73,7 +73,7 @@ def wake_payload(payload: str) -> datetime | None:
 
 class PostgresWakeups:
     """Calls ``on_wake`` for every notification, with the time before which the change makes nothing due when
-    the notification says (announce_change), else None; reconnects (after a pause) when the
+    the notification says (notify_dispatchers), else None; reconnects (after a pause) when the
     connection is lost."""
 
     def __init__(

@@ -1,10 +1,13 @@
-"""What one API write may ask of the store beyond reading and writing rows through its session: to hold a job
-collection's write lock, and (PostgreSQL) to insert a new job under it in one round trip. The API context builds
-the scope around the request's transaction, which it owns; the service sees neither a dialect, a lock's name nor
-a commit. One class per database, chosen by ``write_scope``."""
+"""What one API write may ask of the store beyond reading and writing rows through its session: to hold write
+locks (a job collection's, or any named one), (PostgreSQL) to insert a new job under its collection's lock in one
+round trip, and to tell the other processes' dispatchers that something changed. The API context builds the scope
+around the request's transaction, which it owns; the service sees neither a dialect, a lock's name nor a commit.
+One class per database, chosen once by ``write_scope`` from ``Database.dialect``: nothing here asks a session
+which database it is on."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Protocol
 
 from sqlalchemy.orm import Session
@@ -12,6 +15,7 @@ from sqlalchemy.orm import Session
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobRow
+from scheduler_emulator.store.wakeups import notify_dispatchers
 
 
 class NamedCollection(Protocol):
@@ -33,16 +37,26 @@ def collection_lock(subscription: str, resource_group: str, name: str) -> str:
 
 
 class WriteScope:
-    """SQLite's: one session writes at a time already, so there is no lock to take, and a new job is never
-    inserted before it (``inserts_before_locking`` False)."""
+    """SQLite's: one session writes at a time already, so there is no lock to take, a new job is never
+    inserted before it (``inserts_before_locking`` False), and the only dispatcher is this process's, which the
+    API wakes in-process."""
 
     inserts_before_locking = False
 
     def __init__(self, session: Session) -> None:
         self.session = session
 
+    def hold(self, *keys: str) -> None:
+        """Hold the write locks named ``keys`` (``collection_lock``, ``subscription:{id}``), taken in that order,
+        until the transaction ends."""
+
     def lock(self, collection: NamedCollection) -> None:
         """Hold ``collection``'s write lock until the transaction ends."""
+        self.hold(collection_lock(collection.subscription_id, collection.resource_group, collection.name))
+
+    def announce_change(self, not_before: datetime | None = None) -> None:
+        """Tell the dispatchers of every other process sharing the database, at commit, that jobs changed
+        (``not_before``: store.wakeups.earliest_noted)."""
 
     def insert_if_unchanged(
         self, job: JobRow, *, collection: NamedCollection, collection_version: str, max_jobs: int
@@ -61,11 +75,14 @@ class PostgresWriteScope(WriteScope):
         super().__init__(session)
         self._locked: set[str] = set()
 
-    def lock(self, collection: NamedCollection) -> None:
-        key = collection_lock(collection.subscription_id, collection.resource_group, collection.name)
-        if key not in self._locked:
-            repo.lock(self.session, key)
-            self._locked.add(key)
+    def hold(self, *keys: str) -> None:
+        for key in keys:
+            if key not in self._locked:
+                repo.advisory_lock(self.session, key)
+                self._locked.add(key)
+
+    def announce_change(self, not_before: datetime | None = None) -> None:
+        notify_dispatchers(self.session, not_before)
 
     def insert_if_unchanged(
         self, job: JobRow, *, collection: NamedCollection, collection_version: str, max_jobs: int
