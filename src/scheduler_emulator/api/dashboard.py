@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from scheduler_emulator.api.context import in_session, json_object, now
+from scheduler_emulator.api.context import in_read_session, json_object, now
 from scheduler_emulator.api.rendering import collection_id
 from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.clock import isoformat_z
@@ -71,7 +71,7 @@ async def all_collections(request: Request) -> Response:
         counts = repo.job_counts(session, [row.id for row in rows])
         return [_collection_summary(row, counts.get(row.id, 0)) for row in rows]
 
-    return JSONResponse({"value": await in_session(request, work)})
+    return JSONResponse({"value": await in_read_session(request, work)})
 
 
 @router.get("/dashboard/subscriptions/{subscription_id}/resourceGroups/{resource_group}/jobCollections/{name}/jobs")
@@ -90,7 +90,7 @@ async def collection_jobs(request: Request, subscription_id: str, resource_group
             "jobs": [_job_summary(collection, row, latest.get(row.id)) for row in rows],
         }
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_read_session(request, work))
 
 
 @router.get(
@@ -105,7 +105,7 @@ async def job_detail(request: Request, subscription_id: str, resource_group: str
         row = jobs.get(session, collection, job)
         return {**_job_summary(collection, row, None), "definition": mask_secrets(row.definition)}
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_read_session(request, work))
 
 
 @router.post("/dashboard/describe")

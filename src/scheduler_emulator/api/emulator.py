@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from scheduler_emulator import __version__
 from scheduler_emulator.api import errors
-from scheduler_emulator.api.context import in_session, now, read_body
+from scheduler_emulator.api.context import in_read_session, in_session, now, read_body
 from scheduler_emulator.api.preview import HeavyWork, compute_preview
 from scheduler_emulator.store.overview import count_due
 
@@ -64,5 +64,5 @@ async def metrics(request: Request) -> Response:
     registry = request.app.state.metrics
     moment = now(request)
     with contextlib.suppress(errors.ArmError):  # the database is away: report the rest
-        registry.backlog.set(await in_session(request, lambda session: count_due(session, moment)))
+        registry.backlog.set(await in_read_session(request, lambda session: count_due(session, moment)))
     return Response(registry.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

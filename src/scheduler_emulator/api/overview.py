@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
-from scheduler_emulator.api.context import in_session, now
+from scheduler_emulator.api.context import in_read_session, now
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.domain.describe import describe_schedule
 from scheduler_emulator.service import collections, jobs
@@ -78,7 +78,7 @@ async def overview(request: Request) -> Response:
             "failing": failing,
         }
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_read_session(request, work))
 
 
 @router.get("/jobs")
@@ -104,7 +104,7 @@ async def search(request: Request) -> Response:
             "truncated": len(found) > SEARCH_LIMIT,
         }
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_read_session(request, work))
 
 
 @router.get("/subscriptions/{subscription_id}/resourceGroups/{resource_group}/jobCollections/{name}/jobs/{job}/export")
@@ -130,7 +130,7 @@ async def export_history(
             _exported(entry) for entry in repo.list_history(session, row, status=None, skip=0, limit=EXPORT_LIMIT)
         ]
 
-    job_name, entries = await in_session(request, work)
+    job_name, entries = await in_read_session(request, work)
     filename = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in job_name) + "-history." + kind
     disposition = {"Content-Disposition": f'attachment; filename="{filename}"'}
     if kind == "json":

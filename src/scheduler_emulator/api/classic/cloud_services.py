@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from scheduler_emulator.api.classic import wire
 from scheduler_emulator.api.classic.wire import Xml, element
-from scheduler_emulator.api.context import in_session, now, read_body
+from scheduler_emulator.api.context import in_read_session, in_session, now, read_body
 from scheduler_emulator.domain import plans
 from scheduler_emulator.domain.regions import display_location
 from scheduler_emulator.service import cloud_services
@@ -63,7 +63,7 @@ async def operation(request: Request, subscription: str, operation: str) -> Resp
         row = store.find_operation(session, subscription, operation)
         return None if row is None else row.http_status
 
-    status = await in_session(request, work)
+    status = await in_read_session(request, work)
     if status is None:
         raise wire.not_found(f"The operation '{operation[:64]}' could not be found.")
     inner = element("ID", operation) + element("Status", "Succeeded") + element("HttpStatusCode", status)
@@ -99,12 +99,12 @@ async def create(request: Request, subscription: str, name: str) -> Response:
 
 
 async def get(request: Request, subscription: str, name: str) -> Response:
-    service = await in_session(request, lambda session: cloud_services.get(session, subscription, name))
+    service = await in_read_session(request, lambda session: cloud_services.get(session, subscription, name))
     return wire.xml_response("CloudService", _cloud_service_xml(service, detail=True))
 
 
 async def list_all(request: Request, subscription: str) -> Response:
-    services = await in_session(request, lambda session: cloud_services.list_all(session, subscription))
+    services = await in_read_session(request, lambda session: cloud_services.list_all(session, subscription))
     inner = "".join(element("CloudService", Xml(_cloud_service_xml(service, detail=False))) for service in services)
     return wire.xml_response("CloudServices", inner)
 

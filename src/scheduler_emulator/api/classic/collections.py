@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from scheduler_emulator.api.classic import wire
 from scheduler_emulator.api.classic.cloud_services import accepted, etag_of, resource_xml
 from scheduler_emulator.api.classic.wire import ClassicError, Node, element
-from scheduler_emulator.api.context import in_session, now, read_body, retry_floor
+from scheduler_emulator.api.context import in_read_session, in_session, now, read_body, retry_floor
 from scheduler_emulator.domain import plans
 from scheduler_emulator.service import cloud_services, collections
 from scheduler_emulator.store.models import JobCollectionRow
@@ -28,7 +28,7 @@ async def check_name(request: Request, subscription: str, cloud_service: str) ->
     if not name:
         raise wire.bad_request("The query parameter 'resourceName' is required.")
     ref = cloud_services.collection_ref(subscription, cloud_service, name)
-    taken = await in_session(request, lambda session: collections.find(session, ref) is not None)
+    taken = await in_read_session(request, lambda session: collections.find(session, ref) is not None)
     answer = "false" if taken else "true"
     if request.method == "POST":
         return wire.xml_response("AvailabilityResponse", element("Result", answer))
@@ -77,7 +77,7 @@ async def put(request: Request, subscription: str, cloud_service: str, name: str
 
 async def get(request: Request, subscription: str, cloud_service: str, name: str) -> Response:
     ref = cloud_services.collection_ref(subscription, cloud_service, name)
-    collection: JobCollectionRow = await in_session(request, lambda session: collections.get(session, ref))
+    collection: JobCollectionRow = await in_read_session(request, lambda session: collections.get(session, ref))
     return wire.xml_response("Resource", resource_xml(collection))
 
 

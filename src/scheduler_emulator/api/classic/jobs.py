@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from scheduler_emulator.api.classic import wire
 from scheduler_emulator.api.classic.cloud_services import accepted
-from scheduler_emulator.api.context import in_session, now, parse_json_object, read_body, retry_floor
+from scheduler_emulator.api.context import in_read_session, in_session, now, parse_json_object, read_body, retry_floor
 from scheduler_emulator.api.paging import page_of
 from scheduler_emulator.api.rendering import job_to_wire
 from scheduler_emulator.domain.clock import isoformat_z
@@ -92,7 +92,7 @@ async def get(request: Request, subscription: str, cloud_service: str, collectio
     def work(session: Session) -> dict[str, Any]:
         return to_classic(*jobs.get_in(session, ref, name))  # one statement for both, as the ARM GET
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_read_session(request, work))
 
 
 async def patch(request: Request, subscription: str, cloud_service: str, collection_name: str, name: str) -> Response:
@@ -155,7 +155,7 @@ async def list_page(request: Request, subscription: str, cloud_service: str, col
         rows = jobs.list_page(session, collection, state=state, skip=page.skip, limit=page.top, by_name=True)
         return [to_classic(collection, job) for job in rows]
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_read_session(request, work))
 
 
 async def history(request: Request, subscription: str, cloud_service: str, collection_name: str, name: str) -> Response:
@@ -168,7 +168,7 @@ async def history(request: Request, subscription: str, cloud_service: str, colle
         job, rows = jobs.history_page(session, collection, name, status=status, skip=page.skip, limit=page.top)
         return [history_to_classic(job, entry) for entry in rows]
 
-    return JSONResponse(await in_session(request, work))
+    return JSONResponse(await in_read_session(request, work))
 
 
 def _enabled_or_disabled(value: object) -> str:
