@@ -3,6 +3,7 @@ SQLite and on PostgreSQL. Time is passed in (and a fixed clock object for comple
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -389,3 +390,42 @@ def test_insert_occurrences_returns_the_new_ones_and_skips_those_already_recorde
     with world.database.session() as session:
         stored = session.execute(select(OccurrenceRow.id, OccurrenceRow.job_id, OccurrenceRow.expected_time)).all()
     assert {(job, expected): row_id for row_id, job, expected in stored} == inserted | added
+
+
+def test_the_read_only_queries_answer_while_a_write_transaction_is_held(world: World) -> None:
+    """``job_status``, ``next_wake_time`` and ``next_due_time`` only read: on SQLite they take no turn on the
+    process's write lock (Database.read_session), so a fire's last check and the loop's sleep do not wait for
+    an API write or a claim to commit, and they see what was committed, not the held write."""
+    store = world.store("reader")
+    collection = world.collection()
+    due = T0 + timedelta(minutes=5)
+    job = world.job(collection, "j", due)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with world.database.session() as session:
+            session.execute(update(JobRow).where(JobRow.id == job).values(next_execution_time=T0, version=99))
+            session.flush()
+            holding.set()
+            release.wait(120)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    try:
+        assert holding.wait(30)
+        answers: list[Any] = []
+        reader = threading.Thread(
+            target=lambda: answers.extend([store.job_status(job), store.next_wake_time(T0), store.next_due_time()]),
+            daemon=True,
+        )
+        reader.start()
+        reader.join(30)
+        if world.database.dialect == "sqlite":
+            assert answers, "the read-only queries waited for the held write transaction"
+    finally:
+        release.set()
+        holder.join(30)
+    reader.join(30)
+    status, wake, next_due = answers
+    assert status is not None and status.version != 99, "an uncommitted write was read"
+    assert wake == due and next_due == due

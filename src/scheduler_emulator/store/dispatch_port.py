@@ -225,8 +225,10 @@ class DispatchStore(Generic[D]):
 
     def job_status(self, job_id: int) -> JobStatus | None:
         """The job's definition version and states (its own, its collection's); None when it is gone. An
-        occurrence claimed ahead fires only if its job is still the one claimed."""
-        with self.database.session() as session:
+        occurrence claimed ahead fires only if its job is still the one claimed. Like the two queries below,
+        it only reads: on SQLite it does so off the write lock (Database.read_session), so a fire about to start
+        does not wait for an API write or another claim to commit."""
+        with self.database.read_session() as session:
             row = sql.still_current(session, job_id)
         if row is None:
             return None
@@ -398,13 +400,13 @@ class DispatchStore(Generic[D]):
     def next_wake_time(self, now: datetime, ahead: timedelta = timedelta(0)) -> datetime | None:
         """The earliest instant at which a claim could find something: a job's next execution time less
         ``ahead``, a pending run request, or another owner's heartbeat running out. None: nothing scheduled."""
-        with self.database.session() as session:
+        with self.database.read_session() as session:
             return sql.next_wake_time(session, self.owner, now, ahead)
 
     def next_due_time(self) -> datetime | None:
         """The earliest scheduled time or run request of a job no dispatcher holds (leases ignored): where a
         virtual clock steps next. None: nothing scheduled."""
-        with self.database.session() as session:
+        with self.database.read_session() as session:
             return sql.next_due_time(session)
 
     def wakeups(self, on_wake: Callable[[datetime | None], None]) -> PostgresWakeups | None:
