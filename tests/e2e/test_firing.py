@@ -4,22 +4,27 @@ records what arrives and fails when told to.
 
 Each backend gets its own server (and its own, fresh database) for the whole module, started with
 short retry intervals allowed (``--min-retry-interval 1``), a 1 s poll interval and a short action
-timeout; the restart test stops it and starts a new process on the same database.
+timeout; the restart test stops it and starts a new process on the same database. Both servers run side
+by side for the whole module, and each test runs on one and then the other (``emulator``, a
+function-scoped parameter), so that the tests keep the order they are written in.
 
 The finest recurrence is once a minute, so the minute-scale scenarios (recurring fires, a faulted
 occurrence in a recurring series, an occurrence postponed while the previous one retries, disabling a
-job or a collection between two occurrences) are all started together by the ``slow`` fixture at the
-start of the module and checked by later tests; the quick tests run while they progress.
+job or a collection between two occurrences) are started together on both servers by the ``slow``
+fixture at the start of the module and checked by later tests; the quick tests of both backends run
+while they progress, so the minute is waited out once, not once per backend.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import re
 import socket
 import statistics
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -137,46 +142,88 @@ def target() -> Iterator[TargetServer]:
         server.stop()
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def emulator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
-    with fresh_database(request.param, tmp_path_factory) as url:
-        emulator = Emulator(request.param, url, tmp_path_factory.mktemp("firing-data"))
-        began = time.monotonic()
-        emulator.start()
-        try:
-            yield emulator
-        finally:
-            emulator.stop()
-            print(f"\n[{request.param}] firing suite ran {time.monotonic() - began:.1f} s on this backend")
+BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Emulator]]:
+    """A server per backend, each on its own fresh database, both running for the whole module."""
+    began = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        servers: dict[str, Emulator] = {}
+        for backend in BACKENDS:
+            url = stack.enter_context(fresh_database(backend, tmp_path_factory))
+            servers[backend] = Emulator(backend, url, tmp_path_factory.mktemp(f"firing-{backend}"))
+            stack.callback(servers[backend].stop)
+            servers[backend].start()
+        yield servers
+    print(f"\nfiring suite ran {time.monotonic() - began:.1f} s on both backends")
+
+
+@pytest.fixture(params=BACKENDS)
+def emulator(request: pytest.FixtureRequest, servers: dict[str, Emulator]) -> Emulator:
+    """The server of one backend (every test runs on each, in turn)."""
+    return servers[request.param]
 
 
 @dataclass
 class SlowScenarios:
-    """Minute-scale jobs that all start at ``start`` (S); see the ``slow`` fixture."""
+    """Minute-scale jobs that all start at ``start`` (S) on one server; see the ``slow`` fixture."""
 
     start: datetime
     names: Names  # the collection of every job below except ``dis-coll``
     disabled: Names  # the collection disabled with POST /disable after its job's first fire
     jobs: dict[str, str]  # scenario → job name
     paths: dict[str, str]  # scenario → target path
+    postponed: Future[PostponedSeen]  # what the ``postponed`` scenario showed before its job was deleted
+
+
+@dataclass
+class PostponedSeen:
+    """The ``postponed`` scenario once its fourth attempt and the Postponed entry are in (before S+120 s)."""
+
+    attempts: list[Received]
+    history: list[dict[str, Any]]
+    properties: dict[str, Any]
 
 
 @pytest.fixture(scope="module")
-def slow(emulator: Emulator, target: TargetServer) -> SlowScenarios:
-    """Start every minute-scale scenario at once, at S a few seconds from now:
+def slow_scenarios(servers: dict[str, Emulator], target: TargetServer) -> Iterator[dict[str, SlowScenarios]]:
+    """Start every minute-scale scenario on both servers at once, at S a few seconds from now:
 
     - ``rec-ok``: every minute, count 2, succeeds → fires at S and S+60 s, then Completed.
     - ``rec-faulted``: every minute, count 2, target fails, no retries, error action → both occurrences
       fault, the job keeps running and ends Completed.
     - ``postponed``: every minute, target fails, 3 retries 22 s apart (S .. S+66 s) → S+60 s comes due
-      while it retries and is recorded as Postponed; next run S+120 s.
+      while it retries and is recorded as Postponed; next run S+120 s. What it shows is read as soon as it is
+      all there, and then the job is deleted (it would fire again at S+120 s), on a thread of its own: the
+      test that checks it may run later than that.
     - ``dis-job``: every minute; disabled with PATCH after its first fire → no fire at S+60 s.
     - ``dis-coll``: every minute in another collection, disabled with POST /disable after its first fire.
     """
+    start = whole_seconds_from_now(6)
+    plans = {backend: _plan_slow(server, target, start) for backend, server in servers.items()}
+    assert seconds_until(start) > 0.5, "setting up the slow scenarios took too long"
+    with ThreadPoolExecutor(len(servers), thread_name_prefix="postponed") as readers:
+        scenarios = {}
+        for backend, (names, disabled, jobs, paths) in plans.items():
+            server, timeout = servers[backend], seconds_until(start) + 5
+            target.wait_for(1, timeout, paths["dis-job"])
+            target.wait_for(1, timeout, paths["dis-coll"])
+            server.ok("PATCH", names.job_path(jobs["dis-job"]), {"properties": {"state": "Disabled"}})
+            server.ok("POST", disabled.collection_path + "/disable")
+            seen = readers.submit(_read_postponed, server, target, start, names, jobs["postponed"], paths["postponed"])
+            scenarios[backend] = SlowScenarios(start, names, disabled, jobs, paths, seen)
+        yield scenarios
+
+
+def _plan_slow(
+    emulator: Emulator, target: TargetServer, start: datetime
+) -> tuple[Names, Names, dict[str, str], dict[str, str]]:
+    """Create the ``slow_scenarios`` jobs on one server, all starting at ``start``."""
     names, disabled = Names(), Names()
     emulator.collection(names)
     emulator.collection(disabled)
-    start = whole_seconds_from_now(6)
     jobs = {key: unique(f"{key}-") for key in ("rec-ok", "rec-faulted", "postponed", "dis-job", "dis-coll")}
     paths = {
         "rec-ok": a_path("rec-ok"),
@@ -229,13 +276,30 @@ def slow(emulator: Emulator, target: TargetServer) -> SlowScenarios:
             "action": http_action(target, paths["dis-coll"], retry=NO_RETRY),
         },
     )
-    assert seconds_until(start) > 0.5, "setting up the slow scenarios took too long"
-    timeout = seconds_until(start) + 5
-    target.wait_for(1, timeout, paths["dis-job"])
-    target.wait_for(1, timeout, paths["dis-coll"])
-    emulator.ok("PATCH", names.job_path(jobs["dis-job"]), {"properties": {"state": "Disabled"}})
-    emulator.ok("POST", disabled.collection_path + "/disable")
-    return SlowScenarios(start, names, disabled, jobs, paths)
+    return names, disabled, jobs, paths
+
+
+def _read_postponed(
+    emulator: Emulator, target: TargetServer, start: datetime, names: Names, job: str, path: str
+) -> PostponedSeen:
+    """Wait for the ``postponed`` scenario's four attempts and its Postponed entry, read what it shows, then
+    delete its job (it would fire again at S+120 s, during the restart test)."""
+    try:
+        attempts = target.wait_for(4, seconds_until(start + timedelta(seconds=66)) + 6, path)
+        history = wait_until(
+            lambda: (h := emulator.history(names, job)) and len(h) >= 5 and h,
+            10,
+            "4 attempts and a Postponed entry in the history",
+        )
+        return PostponedSeen(attempts, history, emulator.job(names, job)["properties"])
+    finally:
+        emulator.call("DELETE", names.job_path(job))
+
+
+@pytest.fixture
+def slow(emulator: Emulator, slow_scenarios: dict[str, SlowScenarios]) -> SlowScenarios:
+    """The minute-scale scenarios running on this test's server."""
+    return slow_scenarios[emulator.backend]
 
 
 # --- quick tests (they run while the slow scenarios progress) ---------------------------------------
@@ -662,37 +726,34 @@ def test_recurring_job_keeps_running_after_a_faulted_occurrence(
 def test_occurrence_due_while_the_previous_one_retries_is_postponed(
     emulator: Emulator, target: TargetServer, slow: SlowScenarios
 ) -> None:
-    job, path, start = slow.jobs["postponed"], slow.paths["postponed"], slow.start
-    try:
-        attempts = target.wait_for(4, seconds_until(start + timedelta(seconds=66)) + 6, path)
-        assert all(f.expected_time == start for f in attempts), "S+60 s must not run while S is retrying"
-        history = wait_until(
-            lambda: (h := emulator.history(slow.names, job)) and len(h) >= 5 and h,
-            10,
-            "4 attempts and a Postponed entry in the history",
-        )
-        postponed = [e for e in history if e["status"] == "Postponed"]
-        assert len(postponed) == 1, history
-        assert postponed[0]["actionName"] == "MainAction"
-        assert parse(postponed[0]["expectedExecutionTime"]) == start + MINUTE
-        assert "1 occurrence" in postponed[0]["message"], postponed[0]["message"]
-        assert [(e["status"], e["retryCount"], e["repeatCount"]) for e in history if e is not postponed[0]] == [
-            ("Failed", 3, 1),
-            ("Failed", 2, 1),
-            ("Failed", 1, 1),
-            ("Failed", 0, 1),
-        ]
-        tries = list(reversed([e for e in history if e is not postponed[0]]))
-        for earlier, later in zip(tries, tries[1:], strict=False):
-            assert_spaced(earlier, later, 22)  # the retries 22 s apart, by the emulator's own records
-        properties = emulator.job(slow.names, job)["properties"]
-        assert properties["state"] == "enabled"
-        assert parse(properties["status"]["nextExecutionTime"]) == start + 2 * MINUTE
-        status = properties["status"]
-        assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (4, 4, 1)
-        assert len(target.requests(path)) == 4
-    finally:  # it would fire again at S+120 s, during the restart test
-        emulator.call("DELETE", slow.names.job_path(job))
+    start = slow.start
+    seen = slow.postponed.result(timeout=max(seconds_until(start + timedelta(seconds=66)), 0) + 30)
+    assert len(seen.attempts) == 4 and all(f.expected_time == start for f in seen.attempts), (
+        "S+60 s must not run while S is retrying"
+    )
+    history = seen.history
+    postponed = [e for e in history if e["status"] == "Postponed"]
+    assert len(postponed) == 1, history
+    assert postponed[0]["actionName"] == "MainAction"
+    assert parse(postponed[0]["expectedExecutionTime"]) == start + MINUTE
+    assert "1 occurrence" in postponed[0]["message"], postponed[0]["message"]
+    assert [(e["status"], e["retryCount"], e["repeatCount"]) for e in history if e is not postponed[0]] == [
+        ("Failed", 3, 1),
+        ("Failed", 2, 1),
+        ("Failed", 1, 1),
+        ("Failed", 0, 1),
+    ]
+    tries = list(reversed([e for e in history if e is not postponed[0]]))
+    for earlier, later in zip(tries, tries[1:], strict=False):
+        assert_spaced(earlier, later, 22)  # the retries 22 s apart, by the emulator's own records
+    properties = seen.properties
+    assert properties["state"] == "enabled"
+    assert parse(properties["status"]["nextExecutionTime"]) == start + 2 * MINUTE
+    status = properties["status"]
+    assert (status["executionCount"], status["failureCount"], status["faultedCount"]) == (4, 4, 1)
+    assert [f.expected_time for f in target.requests(slow.paths["postponed"])] == [start] * 4, (
+        "no fire after the job was deleted, before S+120 s"
+    )
 
 
 def test_disabling_a_job_stops_its_fires(emulator: Emulator, target: TargetServer, slow: SlowScenarios) -> None:

@@ -1,15 +1,11 @@
 """The one way tests start the emulator: ``emulator_command`` builds its command line, ``ServerProcess``
-runs it as a separate process, and ``EmulatorPool`` starts any number and stops every one it started."""
+runs it as a separate process through the package's own test kit (``scheduler_emulator.testing.Emulator``,
+given the whole command), and ``EmulatorPool`` starts any number and stops every one it started."""
 
 from __future__ import annotations
 
-import os
-import re
 import ssl
 import subprocess
-import sys
-import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +13,8 @@ from types import TracebackType
 from typing import Any
 
 import httpx
+
+from scheduler_emulator.testing import Emulator, EmulatorError
 
 
 def stop_process(process: subprocess.Popen[Any], grace: float) -> None:
@@ -32,59 +30,46 @@ def stop_process(process: subprocess.Popen[Any], grace: float) -> None:
 
 @dataclass
 class ServerProcess:
-    """``scheduler-emulator`` started as a separate process; its output is collected for assertions."""
+    """``scheduler-emulator`` started with the arguments ``args`` as a separate process (a kit ``Emulator``);
+    its output is collected for assertions, and its process and URL stay readable once it has stopped."""
 
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    process: subprocess.Popen[str] | None = None
-    output: list[str] = field(default_factory=list)
-    url: str = ""
-    cert_path: Path | None = None
     launcher: list[str] = field(default_factory=list)  # a command to run it under, e.g. ``unshare -rn``
+    emulator: Emulator | None = None
+    url: str = ""
 
     def start(self, timeout: float = 30) -> ServerProcess:
-        """Start the process and return once it listens; RuntimeError (with its log) when it does not."""
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
-        self.process = subprocess.Popen(
-            [*self.launcher, sys.executable, "-m", "scheduler_emulator", *self.args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert self.process is not None and self.process.stdout is not None
-            for line in self.process.stdout:
-                self.output.append(line.rstrip("\n"))
-                if match := re.search(r"Listening on (\S+)", line):
-                    self.url = match.group(1)
-                    ready.set()
-                if match := re.search(r"HTTPS certificate .*: (\S+)$", line.strip()):
-                    self.cert_path = Path(match.group(1))
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while not ready.wait(0.1):
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("server did not start in time:\n" + self.log)
-        if not self.url:
-            self.stop()
-            raise RuntimeError("server exited before listening:\n" + self.log)
+        """Start the process and return once it listens; RuntimeError (with its whole log) when it does not."""
+        self.emulator = Emulator(command=self.args, env=self.env, launcher=self.launcher, start_timeout=timeout)
+        try:
+            self.url = self.emulator.start().url
+        except EmulatorError as exc:
+            raise RuntimeError(f"{str(exc).splitlines()[0]}\n{self.log}") from None
         return self
+
+    @property
+    def process(self) -> subprocess.Popen[str] | None:
+        return self.emulator.process if self.emulator else None
+
+    @property
+    def output(self) -> list[str]:
+        return self.emulator.output if self.emulator else []
+
+    @property
+    def cert_path(self) -> Path | None:
+        """The self-signed certificate's file, when it serves HTTPS."""
+        return Path(self.emulator.cert_path) if self.emulator and self.emulator.cert_path else None
 
     def wait_exit(self, timeout: float = 30) -> int:
         """The exit status, once the process has ended."""
-        assert self.process is not None
-        return self.process.wait(timeout)
+        assert self.emulator is not None
+        return self.emulator.wait_exit(timeout)
 
     def stop(self) -> None:
         """Terminate the process (kill it if it will not end); harmless when it is not running."""
-        if self.process:
-            stop_process(self.process, 15)
+        if self.emulator:
+            self.emulator.stop()
 
     @property
     def log(self) -> str:

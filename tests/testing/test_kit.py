@@ -342,3 +342,24 @@ def test_an_emulator_over_https_on_a_given_database(kind: str, tmp_path_factory:
                 assert session.scalars(select(JobCollectionRow.name)).all() == ["jc"]  # the store it was given
         finally:
             database.dispose()
+
+
+def test_an_emulator_started_with_a_whole_command_line_keeps_its_output_and_exit_status(tmp_path: Path) -> None:
+    """``command`` is used as given (here: info logs, a data directory of the caller's, which stays); after
+    ``stop`` the process's exit status and every line it printed stay readable. A command the service refuses
+    ends before it listens: EmulatorError with its message, and the exit status of a usage error (2)."""
+    data = tmp_path / "given"
+    emulator = Emulator(command=["--port", "0", "--data-dir", str(data), "--log-level", "info"]).start()
+    try:
+        assert emulator.call("GET", "/_emulator/health") is not None
+        assert any("Listening on" in line for line in emulator.output)
+    finally:
+        emulator.stop()
+    assert emulator.url == ""
+    assert emulator.wait_exit(5) in (0, -15), emulator.log
+    assert (data / "scheduler.db").exists(), "the caller's data directory is the one used, and it is kept"
+    refused = Emulator(command=["--port", "0", "--data-dir", str(tmp_path / "refused"), "--clock", "sideways"])
+    with pytest.raises(EmulatorError, match="exited before listening") as raised:
+        refused.start()
+    assert "sideways" in str(raised.value)
+    assert refused.wait_exit(5) == 2

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -53,7 +53,13 @@ class Emulator:
     stops and deletes its data on exit), ``Emulator.attach(url)`` uses one already running.
     ``database_url``: its store (default SQLite in the temporary data directory; processes given one
     PostgreSQL URL share it); ``https``: serve HTTPS with a self-signed certificate, which ``call``,
-    ``history`` and ``sdk_client`` trust (``cert_path``)."""
+    ``history`` and ``sdk_client`` trust (``cert_path``).
+
+    For tests of the service itself: ``command`` is its whole argument list, used as given instead of the one
+    built from the options above (no temporary data directory, port, clock or log level is added);
+    ``launcher`` a command to run it under (e.g. ``["unshare", "-rn"]``); ``start_timeout`` how long it may take
+    to listen. ``process`` is the last process started (kept after ``stop``, for its exit status:
+    ``wait_exit``), ``output`` every line it printed."""
 
     def __init__(
         self,
@@ -66,6 +72,9 @@ class Emulator:
         *,
         database_url: str | None = None,
         https: bool = False,
+        command: Sequence[str] | None = None,
+        launcher: Sequence[str] = (),
+        start_timeout: float = START_TIMEOUT,
     ) -> None:
         self.clock = clock
         self.database_url = database_url
@@ -76,6 +85,9 @@ class Emulator:
         self.args = list(args)
         self.env = env or {}
         self.token = token
+        self.command = None if command is None else list(command)
+        self.launcher = list(launcher)
+        self.start_timeout = start_timeout
         self.url = ""
         self._process: subprocess.Popen[str] | None = None
         self._data_dir: str | None = None
@@ -93,29 +105,18 @@ class Emulator:
     def start(self) -> Emulator:
         if self.url:
             return self
-        self._data_dir = tempfile.mkdtemp(prefix="scheduler-emulator-")
-        command = [sys.executable, "-m", "scheduler_emulator", "--port", "0", "--data-dir", self._data_dir]
-        command += ["--clock", self.clock, "--log-level", "warning"]
-        if self.database_url is not None:
-            command += ["--database-url", self.database_url]
-        if self.https:
-            command.append("--https")
-        command += self.args
-        if self.clock_start is not None:
-            start = self.clock_start
-            command += ["--clock-start", start.isoformat() if isinstance(start, datetime) else start]
         self._process = subprocess.Popen(
-            command,
+            [*self.launcher, sys.executable, "-m", "scheduler_emulator", *self._arguments()],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
-        ready = threading.Event()
+        process, ready = self._process, threading.Event()
 
         def pump() -> None:
-            assert self._process is not None and self._process.stdout is not None
-            for line in self._process.stdout:
+            assert process.stdout is not None
+            for line in process.stdout:
                 self._output.append(line.rstrip("\n"))
                 if match := re.search(r"HTTPS certificate .*: (\S+)$", line.strip()):
                     self.cert_path = match.group(1)
@@ -125,25 +126,58 @@ class Emulator:
             ready.set()
 
         threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(START_TIMEOUT) or not self.url:
+        if not ready.wait(self.start_timeout) or not self.url:
+            exited = process.poll() is not None
             self.stop()
-            raise EmulatorError("the emulator did not start:\n" + "\n".join(self._output[-30:]))
+            problem = "exited before listening" if exited else f"did not listen within {self.start_timeout:g} s"
+            raise EmulatorError(f"the emulator {problem}:\n" + "\n".join(self._output[-30:]))
         return self
 
+    def _arguments(self) -> list[str]:
+        """The emulator's command line after ``python -m scheduler_emulator``."""
+        if self.command is not None:
+            return self.command
+        self._data_dir = tempfile.mkdtemp(prefix="scheduler-emulator-")
+        arguments = ["--port", "0", "--data-dir", self._data_dir, "--clock", self.clock, "--log-level", "warning"]
+        if self.database_url is not None:
+            arguments += ["--database-url", self.database_url]
+        if self.https:
+            arguments.append("--https")
+        arguments += self.args
+        if self.clock_start is not None:
+            start = self.clock_start
+            arguments += ["--clock-start", start.isoformat() if isinstance(start, datetime) else start]
+        return arguments
+
     def stop(self) -> None:
-        if self._process is not None:
-            if self._process.poll() is None:
-                self._process.terminate()
-                try:
-                    self._process.wait(15)
-                except subprocess.TimeoutExpired:
-                    self._process.kill()
-                    self._process.wait(5)
-            self._process = None
-            self.url = ""
+        """Stop the process (SIGTERM, then SIGKILL after 15 s) and delete the temporary data directory."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(15)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(5)
+        self.url = ""
         if self._data_dir is not None:
             shutil.rmtree(self._data_dir, ignore_errors=True)
             self._data_dir = None
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        """The exit status of the last process started, once it has ended."""
+        if self._process is None:
+            raise EmulatorError("the emulator was never started")
+        return self._process.wait(timeout)
+
+    @property
+    def process(self) -> subprocess.Popen[str] | None:
+        """The last process started (None before ``start``), also once it has stopped."""
+        return self._process
+
+    @property
+    def output(self) -> list[str]:
+        """Every line the emulator printed (standard output and error), as it prints them."""
+        return self._output
 
     def __enter__(self) -> Emulator:
         return self.start()
