@@ -127,9 +127,9 @@ class Emulator:
 
         threading.Thread(target=pump, daemon=True).start()
         if not ready.wait(self.start_timeout) or not self.url:
-            exited = process.poll() is not None
+            ended = ready.is_set()  # its output ended before it said where it listens
             self.stop()
-            problem = "exited before listening" if exited else f"did not listen within {self.start_timeout:g} s"
+            problem = "exited before listening" if ended else f"did not listen within {self.start_timeout:g} s"
             raise EmulatorError(f"the emulator {problem}:\n" + "\n".join(self._output[-30:]))
         return self
 
