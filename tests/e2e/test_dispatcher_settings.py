@@ -189,6 +189,10 @@ def test_a_crashed_dispatchers_occurrence_is_taken_over_after_its_lease(start, t
     assert arrivals[1].monotonic - arrivals[0].monotonic >= 1.5
     assert [e["status"] for e in entries] == ["Completed"]
     assert job["properties"]["state"] == "completed"
+    takeover = "took over 1 occurrence(s) left unfinished by a dispatcher whose heartbeat ran out; any it had"
+    assert any(takeover in line and f"{names.collection}/inflight@" in line for line in second.output), (
+        "the second dispatcher says it took the occurrence over (why the target saw it twice)"
+    )
     time.sleep(1)
     assert len(target.requests("/slow")) == 2
 

@@ -27,7 +27,11 @@ from support.waiting import wait_until
 
 from scheduler_emulator.store.database import Database
 
-LEASE = "3"
+# The lease: the woken dispatcher's claim fails after a third of it (PostgreSQL's idle-in-transaction bound), and
+# the other takes the frozen one's committed leases over after all of it. 6 s rather than 3: the other dispatcher,
+# starting and firing on a loaded machine, must not itself miss its heartbeats for a lease, or the woken one would
+# rightly take over what it had sent but not yet recorded (at-least-once), and send it again.
+LEASE = "6"
 JOBS = 4
 
 
@@ -103,7 +107,9 @@ def test_a_frozen_dispatchers_jobs_fire_elsewhere_and_never_twice(
     seen = cycles(frozen_one)
     wait_until(lambda: cycles(frozen_one) >= seen + 2, 30, "two more claim cycles of the woken dispatcher")
     time.sleep(0.5)  # a fire it had started would have reached the target by now
-    assert fired_paths(target, "f") == Counter({f"/fire/f{i}": 1 for i in range(JOBS)}), "each job fired once"
+    assert fired_paths(target, "f") == Counter({f"/fire/f{i}": 1 for i in range(JOBS)}), (
+        f"each job fired once\nthe woken one's log:\n{frozen_one.log_tail()}\nthe other's log:\n{other.log_tail()}"
+    )
     for process in (frozen_one, other):  # both alive and serving
         assert process.process is not None and process.process.poll() is None
         with httpx.Client(base_url=process.url, timeout=10) as client:

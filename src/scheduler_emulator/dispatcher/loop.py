@@ -10,7 +10,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -218,6 +218,7 @@ class Dispatcher:
                 claims = await self._db(partial(self.store.claim_due, now, CLAIM_BATCH, now + self.ahead))
                 if claims:
                     pause_point("claimed")  # fault tests: frozen between a claim and its fires
+                    _log_takeovers(claims)
                 soon = self.clock.now()
                 for claim in claims:
                     if claim.expected_time > soon:  # claimed ahead: started at its time
@@ -451,3 +452,19 @@ class Dispatcher:
             )
         except Exception:
             log.exception("history clean-up failed")
+
+
+def _log_takeovers(claims: Sequence[Claim]) -> None:
+    """Say when a claim took occurrences over from a dispatcher whose heartbeat ran out: one that dispatcher had
+    already sent, but not yet recorded, is sent again (at-least-once), so an operator seeing a second request
+    can tell why."""
+    taken = [claim for claim in claims if claim.resumed]
+    if taken:
+        log.warning(
+            "took over %d occurrence(s) left unfinished by a dispatcher whose heartbeat ran out; any it had "
+            "already sent but not yet recorded is sent again: %s",
+            len(taken),
+            ", ".join(
+                f"{claim.collection_name}/{claim.job_name}@{claim.expected_time.isoformat()}" for claim in taken[:5]
+            ),
+        )
