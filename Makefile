@@ -31,10 +31,11 @@ node_modules/.installed: package.json package-lock.json | test-machine
 test-machine:
 	@bash scripts/test-machine.sh
 
-# Two workers by default (each test module stays on one worker, so its servers start once; the slowest modules
-# start first, see tests/conftest.py); PYTEST_WORKERS=0 for one. The 15 slowest tests are listed at the end, to
-# keep the whole run under 12 minutes.
-PYTEST_WORKERS ?= 2
+# Three workers by default on 2 cores (each test module stays on one worker, so its servers start once; the
+# slowest modules start first, see tests/conftest.py): with two, the machine sat 30-50 % idle for minutes while
+# modules waited on real time (a minute's recurrence, leases, restarts). PYTEST_WORKERS=0 for one process. The 15
+# slowest tests are listed at the end, to keep the whole run under 12 minutes.
+PYTEST_WORKERS ?= 3
 # The older SDKs' and the Azure CLI's own environments (.venv-sdks/, .venv-az/) are made first, in parallel, so
 # that their first install (the CLI's alone is 75-170 s) is not paid inside the suite.
 test: test-machine $(VENV)/.test-deps node_modules/.installed
