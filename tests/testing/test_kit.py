@@ -264,6 +264,9 @@ def test_attach_mode_uses_a_separately_started_process(cluster: Cluster, target:
     attached.advance("PT0S")
     assert len(target.requests) == 1
     assert attached.history("rg", name, "once")[0]["properties"]["status"] == "Completed"
+    with attached:  # leaving it stops nothing: the process is not the kit's, and it stays attached
+        pass
+    assert attached.url == cluster.driver.url and attached.now() == cluster.driver.now()
 
 
 # --- the pytest plugin, in a pytest run of its own ----------------------------------------------------

@@ -150,15 +150,17 @@ class Emulator:
         return arguments
 
     def stop(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL after 15 s) and delete the temporary data directory."""
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(15)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(5)
-        self.url = ""
+        """Stop the process it started (SIGTERM, then SIGKILL after 15 s) and delete the temporary data directory;
+        an attached emulator is left running and stays attached."""
+        if self._process is not None:
+            if self._process.poll() is None:
+                self._process.terminate()
+                try:
+                    self._process.wait(15)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+                    self._process.wait(5)
+            self.url = ""
         if self._data_dir is not None:
             shutil.rmtree(self._data_dir, ignore_errors=True)
             self._data_dir = None
