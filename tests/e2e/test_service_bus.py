@@ -462,7 +462,9 @@ def test_action_failures_read_well() -> None:
                 "refused": f"amqp://127.0.0.1:{port}",
                 "oddity": "https://x.example",
             },
-            timeout=1.5,
+            # Long enough for a first AMQP connection and its answer on a loaded machine (1.5 s was not, beside
+            # two CPU hogs); only the silent endpoint waits it out.
+            timeout=5,
         )
 
         async def run() -> list[Outcome]:
@@ -491,7 +493,7 @@ def test_action_failures_read_well() -> None:
         f"ServiceBusQueue Action - could not connect to namespace 'refused' at 127.0.0.1:{port}: connection refused"
     ), refused.message
     assert silent_out.message.startswith(
-        "ServiceBusQueue Action - sending to queue 'known' of namespace 'silent' timed out after 1.5 seconds"
+        "ServiceBusQueue Action - sending to queue 'known' of namespace 'silent' timed out after 5 seconds"
     ), silent_out.message
     assert odd.message == (
         "ServiceBusQueue Action - cannot reach namespace 'oddity': the endpoint 'https://x.example' "
