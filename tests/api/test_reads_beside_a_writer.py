@@ -21,12 +21,12 @@ from support.api_calls import create_collection, create_job, future, get, job_bo
 from support.classic_api import Classic, job
 from support.clocks import SetClock
 from support.databases import TEST_SECRET_KEY
+from support.held_write import HeldWrite
 from support.names import Names
 from support.times import utcnow
 
 from scheduler_emulator.app import create_app
 from scheduler_emulator.config import Settings
-from scheduler_emulator.store.database import Database
 
 BOUND = 30.0  # seconds: only a read that waits for the held write lock takes this long
 
@@ -44,45 +44,6 @@ def api(tmp_path: Path) -> Iterator[TestClient]:
         create_app(settings, SetClock(utcnow().replace(microsecond=0))), base_url="https://127.0.0.1"
     ) as client:
         yield client
-
-
-class HeldWrite:
-    """A write transaction of the process held open on another thread (it has written a row, not committed)."""
-
-    def __init__(self, database: Database) -> None:
-        self.database = database
-        self.holding = threading.Event()
-        self.release = threading.Event()
-        self.failures: list[BaseException] = []
-        self.thread = threading.Thread(target=self._hold, daemon=True)
-
-    def _hold(self) -> None:
-        try:
-            with self.database.session() as session:
-                session.execute(text("UPDATE jobs SET execution_count = execution_count + 1000"))
-                session.flush()
-                self.holding.set()
-                self.release.wait(BOUND * 4)
-                raise _RolledBack  # nothing it wrote is kept
-        except _RolledBack:
-            pass
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.failures.append(exc)
-            self.holding.set()
-
-    def __enter__(self) -> HeldWrite:
-        self.thread.start()
-        assert self.holding.wait(BOUND) and not self.failures, self.failures
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release.set()
-        self.thread.join(BOUND)
-        assert not self.thread.is_alive() and not self.failures, self.failures
-
-
-class _RolledBack(Exception):
-    pass
 
 
 def _answers_within(calls: dict[str, Callable[[], httpx.Response]], bound: float) -> dict[str, httpx.Response | None]:
@@ -145,7 +106,8 @@ def test_reads_of_every_surface_answer_while_a_write_transaction_is_held(api: Te
     writer = threading.Thread(
         target=lambda: writes.append(put(api, names.job_path("written-meanwhile"), job_body())), daemon=True
     )
-    with HeldWrite(api.app.state.database):  # type: ignore[attr-defined]
+    database = api.app.state.database  # type: ignore[attr-defined]
+    with HeldWrite(database, text("UPDATE jobs SET execution_count = execution_count + 1000")):
         during = _answers_within(reads, BOUND)
         waiting = [name for name, response in during.items() if response is None]
         assert not waiting, f"these reads waited for the held write transaction: {waiting}"

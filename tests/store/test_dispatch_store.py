@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import delete, select, update
 from support.clocks import SetClock
+from support.held_write import HeldWrite
 from support.scratch_store import BACKENDS, T0, add_collection, add_job, scratch_database
 
 from scheduler_emulator.dispatcher.definitions import Claim, read_definition
@@ -400,31 +401,16 @@ def test_the_read_only_queries_answer_while_a_write_transaction_is_held(world: W
     collection = world.collection()
     due = T0 + timedelta(minutes=5)
     job = world.job(collection, "j", due)
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with world.database.session() as session:
-            session.execute(update(JobRow).where(JobRow.id == job).values(next_execution_time=T0, version=99))
-            session.flush()
-            holding.set()
-            release.wait(120)
-
-    holder = threading.Thread(target=hold, daemon=True)
-    holder.start()
-    try:
-        assert holding.wait(30)
-        answers: list[Any] = []
-        reader = threading.Thread(
-            target=lambda: answers.extend([store.job_status(job), store.next_wake_time(T0), store.next_due_time()]),
-            daemon=True,
-        )
+    answers: list[Any] = []
+    reader = threading.Thread(
+        target=lambda: answers.extend([store.job_status(job), store.next_wake_time(T0), store.next_due_time()]),
+        daemon=True,
+    )
+    with HeldWrite(world.database, update(JobRow).where(JobRow.id == job).values(next_execution_time=T0, version=99)):
         reader.start()
         reader.join(30)
         if world.database.dialect == "sqlite":
             assert answers, "the read-only queries waited for the held write transaction"
-    finally:
-        release.set()
-        holder.join(30)
     reader.join(30)
     status, wake, next_due = answers
     assert status is not None and status.version != 99, "an uncommitted write was read"
