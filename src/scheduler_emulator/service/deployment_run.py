@@ -32,7 +32,7 @@ from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store import resources as store
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import DeploymentOperationRow, DeploymentRow, GenericResourceRow
-from scheduler_emulator.store.write_scope import WriteScope, collection_lock, write_scope
+from scheduler_emulator.store.write_scope import WriteScope, write_scope
 from scheduler_emulator.templates.errors import TemplateError
 from scheduler_emulator.templates.template import ResourceInstance, TemplateDeployment
 
@@ -325,7 +325,8 @@ def _write(scope: WriteScope, context: RunContext, instance: ResourceInstance, b
     kind = instance.type.lower()
     if kind == COLLECTION_TYPE:
         ref = CollectionRef(subscription_id=subscription, resource_group=group, name=instance.name)
-        scope.hold(f"subscription:{subscription.lower()}", _collection_lock(ref))
+        scope.hold(f"subscription:{subscription.lower()}")  # then the collection's, as the API takes them
+        scope.lock(ref)
         _, created = collections.put(
             session, ref, canonical_names(body, JobCollectionIn), moment=moment, floor=context.floor
         )
@@ -341,11 +342,6 @@ def _write(scope: WriteScope, context: RunContext, instance: ResourceInstance, b
         scope.announce_change()
         return created
     return _write_generic(session, instance, subscription=subscription, group=group, body=body, moment=moment)
-
-
-def _collection_lock(ref: CollectionRef) -> str:
-    """The collection's write lock, named as the API names it (store.write_scope.collection_lock)."""
-    return collection_lock(ref.subscription_id, ref.resource_group, ref.name)
 
 
 def _write_generic(
