@@ -71,18 +71,34 @@ def _connect(server: ServerProcess) -> socket.socket:
     return sock
 
 
+class Watched:
+    """A client socket that keeps every byte the server sent, so a close seen on a later look still shows
+    what came before it (the answer and the server's close can arrive apart, the more so on a busy machine)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.received = b""
+        self.closed = False
+
+    def look(self) -> bytes | None:
+        """Everything the server sent, once it has closed; None while the connection is open."""
+        while not self.closed and select.select([self.sock], [], [], 0)[0]:
+            try:
+                chunk = self.sock.recv(65536)
+            except BlockingIOError:
+                break
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                self.closed = True
+            self.received += chunk
+        return self.received if self.closed else None
+
+
 def _closed_by_server(sock: socket.socket) -> bytes | None:
-    """What the server sent before closing, or None while the connection is open."""
-    received = b""
-    while select.select([sock], [], [], 0)[0]:
-        try:
-            chunk = sock.recv(65536)
-        except (ConnectionResetError, BlockingIOError):
-            return received if received else b""
-        if not chunk:
-            return received
-        received += chunk
-    return None
+    """What the server sent before closing, or None while the connection is open (for a socket the server
+    sends nothing on but its close; one that is answered is read through Watched)."""
+    return Watched(sock).look()
 
 
 def _health_ms(client: httpx.Client) -> float:
@@ -146,14 +162,11 @@ def test_a_slow_body_is_cut_off(guarded):
 def test_an_idle_keep_alive_connection_closes(guarded):
     sock = _connect(guarded)
     sock.sendall(b"GET /_emulator/health HTTP/1.1\r\nHost: localhost\r\n\r\n")
-    answer = wait_until(
-        lambda: _closed_by_server(sock) is None and select.select([sock], [], [], 0.1)[0], 5, "an answer"
-    )
-    assert answer
-    first = sock.recv(65536)
-    assert first.startswith(b"HTTP/1.1 200")
+    watched = Watched(sock)
+    wait_until(lambda: watched.look() is not None or watched.received.endswith(b"}"), 5, "an answer")
+    assert not watched.closed and watched.received.startswith(b"HTTP/1.1 200"), watched.received
     began = time.monotonic()
-    wait_until(lambda: _closed_by_server(sock) is not None, KEEP_ALIVE + SLACK + 1, "the idle connection to close")
+    wait_until(lambda: watched.look() is not None, KEEP_ALIVE + SLACK + 1, "the idle connection to close")
     assert time.monotonic() - began <= KEEP_ALIVE + SLACK
     sock.close()
 
@@ -180,10 +193,11 @@ def test_a_connection_flood_beyond_the_cap_is_refused_not_queued(guarded):
         # The refusals come at once; the connections under the cap close only at their head deadline, so
         # look until shortly before it (the longest wait the head deadline allows a loaded machine).
         deadline = began + HEAD_TIMEOUT - 0.5
+        watched = [Watched(sock) for sock in sockets]
         refused: dict[int, bytes] = {}
         while time.monotonic() < deadline and len(refused) < extra:  # bounded by the deadline
-            for index, sock in enumerate(sockets):
-                if index not in refused and (sent := _closed_by_server(sock)) is not None:
+            for index, connection in enumerate(watched):
+                if index not in refused and (sent := connection.look()) is not None:
                     refused[index] = sent
             time.sleep(0.02)
         assert len(refused) >= extra, f"only {len(refused)} of the {extra} connections beyond the cap were refused"
