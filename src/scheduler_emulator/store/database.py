@@ -248,6 +248,15 @@ class Database:
             event.listen(self.read_engine, "begin", _sqlite_begin)
             self._read_sessions = sessionmaker(self.read_engine, expire_on_commit=False)
             self._read_lock = None
+        elif self.dialect == "postgresql":
+            # One snapshot for the whole read (REPEATABLE READ), read-only. At READ COMMITTED each statement saw
+            # what had been committed before it, so a read of several statements could see a dispatcher's commit
+            # halfway: a classic job's history showed the new entry beside the job's state from before it. A
+            # read-only transaction at REPEATABLE READ never fails to serialize; the pool is the same.
+            self.read_engine = self.engine.execution_options(
+                isolation_level="REPEATABLE READ", postgresql_readonly=True
+            )
+            self._read_sessions = sessionmaker(self.read_engine, expire_on_commit=False)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -271,8 +280,9 @@ class Database:
     def read_session(self) -> Iterator[Session]:
         """A session for reads only, in one transaction that sees what was committed before it began. On a
         SQLite file it takes no turn on the write lock: it neither waits for a writer (or a dispatcher's claim)
-        nor holds one up, and a write through it fails. Elsewhere (PostgreSQL, which has no such lock; an
-        in-memory SQLite database, one shared connection) it is :meth:`session`."""
+        nor holds one up, and a write through it fails. On PostgreSQL (no such lock) it is a read-only
+        REPEATABLE READ transaction: one snapshot, and a write through it fails. An in-memory SQLite database
+        (one shared connection) reads through :meth:`session`."""
         with self._read_lock or nullcontext(), self._read_sessions() as session, session.begin():
             yield session
 
