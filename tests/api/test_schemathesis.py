@@ -6,11 +6,15 @@ schemas except for the deviations listed in ALLOWED_VIOLATIONS (each with its re
 
 from __future__ import annotations
 
+import base64
+import gzip
+import hashlib
+import importlib.metadata
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import requests
 from support.api_calls import collection_body, create_collection, create_job, job_body
@@ -39,13 +43,6 @@ def _count(violations: dict[str, int], label: str, text: str) -> None:
     violations[key] = violations.get(key, 0) + 1
 
 
-def _spec(server: ServerProcess) -> dict[str, Any]:
-    parts = urlsplit(server.url)
-    spec = build_spec(parts.netloc, parts.scheme)
-    assert spec["info"]["version"] == API, spec["info"]
-    return spec
-
-
 def test_sdk_contract_covers_the_api():
     """The document sdk_openapi.py reads out of the SDK: all 15 operations, with their parameters and models."""
     spec = build_spec("scheduler.example.test", "https")
@@ -62,10 +59,18 @@ def test_sdk_contract_covers_the_api():
     assert definitions["JobRecurrenceScheduleMonthlyOccurrence"]["properties"]["Occurrence"] == {"type": "integer"}
 
 
-# The pinned names, and the cases hypothesis generated for them (per operation and variant): derandomized, so every
-# store was always sent the same cases; they are generated once per run (generation is most of the cost) and sent
-# over HTTP to each store's server in turn.
-_PINNED_NAMES = Names()
+# The pinned names, and the cases hypothesis generates for them (per operation and variant). Generation is
+# derandomized: for one contract, one set of names and one version of hypothesis and schemathesis it gives the same
+# cases, and it was most of the module's cost (about a minute of CPU). So the cases are stored in CASES_FILE under a
+# key of all four and read back as the same requests (test_stored_cases_are_what_generation_gives generates two
+# operations' variants afresh and compares); they are generated afresh whenever the key differs. To write the file
+# anew, run this module with SCHEDULER_TEST_SCHEMATHESIS_STORE=1 (under pytest: its schemathesis plugin changes
+# what is generated). Each store's server is sent them over HTTP in turn.
+_PINNED_NAMES = Names(
+    subscription="5c4e3a2b-7d1f-4e6a-9b8c-0d2e4f6a8b1c", resource_group="rg-schemathesis", collection="jc-schemathesis"
+)
+CASES_FILE = Path(__file__).with_name("schemathesis_cases.json.gz")
+_SPEC_HOST = ("scheduler.example.test", "https")  # where the generated requests are sent instead: case.call's base_url
 _GENERATED: list[list[Any]] = []
 
 
@@ -78,45 +83,145 @@ def _pinned() -> dict[str, str]:
     }
 
 
-def _generated_cases(server: ServerProcess) -> list[list[Any]]:
-    """Per operation, a valid variant on the pinned (existing) resources, an invalid one, and a valid one on
-    arbitrary names: EXAMPLES cases each (fewer where hypothesis runs out of distinct ones)."""
-    if _GENERATED:
-        return _GENERATED
+def _schema() -> tuple[Any, str]:
+    """The contract as schemathesis reads it, and the key of the cases generated from it."""
+    import hypothesis
     import schemathesis
-    from hypothesis import HealthCheck, Phase, given, settings
+
+    spec = build_spec(*_SPEC_HOST)
+    assert spec["info"]["version"] == API, spec["info"]
+    material = {
+        "spec": spec,
+        "pinned": _pinned(),
+        "examples": EXAMPLES,
+        "hypothesis": hypothesis.__version__,
+        "schemathesis": importlib.metadata.version("schemathesis"),
+    }
+    key = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+    return schemathesis.openapi.from_dict(spec), key
+
+
+def _variants(operation: Any) -> list[Any]:
+    """A valid variant on the pinned (existing) resources, an invalid one, and a valid one on arbitrary names."""
     from schemathesis import GenerationMode
 
-    schema = schemathesis.openapi.from_dict(_spec(server))
-    pinned = _pinned()
-    generated: list[list[Any]] = []
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        params = {name: value for name, value in pinned.items() if f"{{{name}}}" in operation.path}
-        variants = [
-            operation.as_strategy(GenerationMode.POSITIVE, path_parameters=params, query={"api-version": API}),
-            operation.as_strategy(GenerationMode.NEGATIVE, path_parameters=params),
-            operation.as_strategy(GenerationMode.POSITIVE),
-        ]
-        for strategy in variants:
-            cases: list[Any] = []
+    params = {name: value for name, value in _pinned().items() if f"{{{name}}}" in operation.path}
+    return [
+        operation.as_strategy(GenerationMode.POSITIVE, path_parameters=params, query={"api-version": API}),
+        operation.as_strategy(GenerationMode.NEGATIVE, path_parameters=params),
+        operation.as_strategy(GenerationMode.POSITIVE),
+    ]
 
-            @settings(
-                max_examples=EXAMPLES,
-                phases=[Phase.generate],
-                deadline=None,
-                database=None,
-                derandomize=True,
-                suppress_health_check=list(HealthCheck),
-            )
-            @given(case=strategy)
-            def collect(case: Any) -> None:
-                cases.append(case)  # noqa: B023 - run at once, for this variant
 
-            collect()
-            generated.append(cases)
-    _GENERATED[:] = generated
+def _generate(strategy: Any) -> list[Any]:
+    """EXAMPLES cases of one variant (fewer where hypothesis runs out of distinct ones)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    cases: list[Any] = []
+
+    @settings(
+        max_examples=EXAMPLES,
+        phases=[Phase.generate],
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=strategy)
+    def collect(case: Any) -> None:
+        cases.append(case)
+
+    collect()
+    return cases
+
+
+def _stored(case: Any) -> dict[str, Any]:
+    from schemathesis.core import NotSet
+
+    kept = {
+        "operation": case.operation.label,
+        "path_parameters": case.path_parameters,
+        "headers": dict(case.headers) if case.headers is not None else None,
+        "cookies": case.cookies,
+        "query": case.query,
+        "media_type": case.media_type,
+    }
+    if isinstance(case.body, bytes):
+        kept["body_base64"] = base64.b64encode(case.body).decode()
+    elif not isinstance(case.body, NotSet):
+        kept["body"] = case.body
+    return kept
+
+
+def _case(operations: dict[str, Any], kept: dict[str, Any]) -> Any:
+    body: dict[str, Any] = {}
+    if "body_base64" in kept:
+        body["body"] = base64.b64decode(kept["body_base64"])
+    elif "body" in kept:
+        body["body"] = kept["body"]
+    return operations[kept["operation"]].Case(
+        path_parameters=kept["path_parameters"],
+        headers=kept["headers"],
+        cookies=kept["cookies"],
+        query=kept["query"],
+        media_type=kept["media_type"],
+        **body,
+    )
+
+
+def _read_stored(key: str) -> list[list[dict[str, Any]]] | None:
+    if not CASES_FILE.exists():
+        return None
+    stored = json.loads(gzip.decompress(CASES_FILE.read_bytes()))
+    return stored["variants"] if stored["key"] == key else None
+
+
+def _generated_cases() -> list[list[Any]]:
+    """Per operation and variant, its cases: read from CASES_FILE when its key matches, else generated."""
+    if _GENERATED:
+        return _GENERATED
+    schema, key = _schema()
+    operations = [result.ok() for result in schema.get_all_operations()]
+    storing = os.environ.get("SCHEDULER_TEST_SCHEMATHESIS_STORE") == "1"
+    stored = None if storing else _read_stored(key)
+    if stored is not None:
+        by_label = {operation.label: operation for operation in operations}
+        _GENERATED[:] = [[_case(by_label, kept) for kept in variant] for variant in stored]
+        return _GENERATED
+    _GENERATED[:] = [_generate(strategy) for operation in operations for strategy in _variants(operation)]
+    if storing:
+        variants = [[_stored(case) for case in variant] for variant in _GENERATED]
+        CASES_FILE.write_bytes(gzip.compress(json.dumps({"key": key, "variants": variants}).encode(), 9, mtime=0))
+    else:
+        print(
+            f"{CASES_FILE.name} is not for this contract and these versions: the cases were generated (to store "
+            "them: SCHEDULER_TEST_SCHEMATHESIS_STORE=1)"
+        )
     return _GENERATED
+
+
+def _request(case: Any) -> dict[str, Any]:
+    """What a case sends, but for the random test-case id schemathesis adds to each."""
+    sent = case.as_transport_kwargs(base_url="https://scheduler.example.test")
+    sent["headers"] = {k: v for k, v in sent["headers"].items() if k != "X-Schemathesis-TestCaseId"}
+    return sent
+
+
+def test_stored_cases_are_what_generation_gives():
+    """The stored cases are the ones generation gives: the first two operations' variants generated afresh send
+    the same requests."""
+    schema, key = _schema()
+    stored = _read_stored(key)
+    assert stored is not None, (
+        f"{CASES_FILE.name} is not for this contract and these versions of hypothesis and schemathesis: "
+        "store it anew with SCHEDULER_TEST_SCHEMATHESIS_STORE=1"
+    )
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(stored) == 3 * len(operations)
+    by_label = {operation.label: operation for operation in operations}
+    fresh = [_generate(strategy) for operation in operations[:2] for strategy in _variants(operation)]
+    for index, cases in enumerate(fresh):  # valid and invalid variants of two operations
+        assert [_request(case) for case in cases] == [_request(_case(by_label, kept)) for kept in stored[index]]
 
 
 def test_generated_requests_never_get_a_server_error(server: ServerProcess):
@@ -142,7 +247,7 @@ def test_generated_requests_never_get_a_server_error(server: ServerProcess):
         create_collection(client, names)
         create_job(client, names, "victim", job_body())
 
-    generated = _generated_cases(server)
+    generated = _generated_cases()
     generating = time.perf_counter() - started
     for cases in generated:
         restore()
@@ -165,8 +270,9 @@ def test_generated_requests_never_get_a_server_error(server: ServerProcess):
                 except Exception as exc:  # noqa: BLE001 - a failed check is what is recorded
                     _count(violations, label, str(exc))
     print(
-        f"schemathesis sent {sent} requests in {time.perf_counter() - started:.1f} s ({generating:.1f} s generating "
-        f"them, {in_calls:.1f} s waiting for answers); {len(server_errors)} server errors; violations {violations}"
+        f"schemathesis sent {sent} requests in {time.perf_counter() - started:.1f} s ({generating:.1f} s reading or "
+        f"generating them, {in_calls:.1f} s waiting for answers); {len(server_errors)} server errors; "
+        f"violations {violations}"
     )
     assert not server_errors, "\n".join(server_errors[:20])
     unexplained = {key: count for key, count in violations.items() if key not in ALLOWED_VIOLATIONS}
