@@ -60,12 +60,12 @@ def test_sdk_contract_covers_the_api():
 
 
 # The pinned names, and the cases hypothesis generates for them (per operation and variant). Generation is
-# derandomized: for one contract, one set of names and one version of hypothesis and schemathesis it gives the same
-# cases, and it was most of the module's cost (about a minute of CPU). So the cases are stored in CASES_FILE under a
-# key of all four and read back as the same requests (test_stored_cases_are_what_generation_gives generates two
-# operations' variants afresh and compares); they are generated afresh whenever the key differs. To write the file
-# anew, run this module with SCHEDULER_TEST_SCHEMATHESIS_STORE=1 (under pytest: its schemathesis plugin changes
-# what is generated). Each store's server is sent them over HTTP in turn.
+# derandomized and blind to the suite's own modules (see _generate): for one contract, one set of names and one
+# version of hypothesis and schemathesis it gives the same cases, and it was most of the module's cost (about a
+# minute of CPU). So the cases are stored in CASES_FILE under a key of all four and read back as the same requests
+# (test_stored_cases_are_what_generation_gives generates two operations' variants afresh and compares); they are
+# generated afresh whenever the key differs. To write the file anew, run this module with
+# SCHEDULER_TEST_SCHEMATHESIS_STORE=1. Each store's server is sent them over HTTP in turn.
 _PINNED_NAMES = Names(
     subscription="5c4e3a2b-7d1f-4e6a-9b8c-0d2e4f6a8b1c", resource_group="rg-schemathesis", collection="jc-schemathesis"
 )
@@ -114,8 +114,21 @@ def _variants(operation: Any) -> list[Any]:
 
 
 def _generate(strategy: Any) -> list[Any]:
-    """EXAMPLES cases of one variant (fewer where hypothesis runs out of distinct ones)."""
+    """EXAMPLES cases of one variant (fewer where hypothesis runs out of distinct ones). Hypothesis mixes into what
+    it draws the literals of every local module imported so far (``providers._get_local_constants``), so the cases
+    depended on which of the suite's modules the worker had loaded (a full run's differed from this module's
+    alone); here it is given none."""
+    from unittest import mock
+
     from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.floats import float_to_int
+    from sortedcontainers import SortedSet
+
+    def no_local_constants() -> Any:
+        return providers.Constants(
+            integers=SortedSet(), floats=SortedSet(key=float_to_int), bytes=SortedSet(), strings=SortedSet()
+        )
 
     cases: list[Any] = []
 
@@ -131,7 +144,8 @@ def _generate(strategy: Any) -> list[Any]:
     def collect(case: Any) -> None:
         cases.append(case)
 
-    collect()
+    with mock.patch.object(providers, "_get_local_constants", no_local_constants):
+        collect()
     return cases
 
 
