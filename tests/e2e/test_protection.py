@@ -95,12 +95,6 @@ class Watched:
         return self.received if self.closed else None
 
 
-def _closed_by_server(sock: socket.socket) -> bytes | None:
-    """What the server sent before closing, or None while the connection is open (for a socket the server
-    sends nothing on but its close; one that is answered is read through Watched)."""
-    return Watched(sock).look()
-
-
 def _health_ms(client: httpx.Client) -> float:
     began = time.perf_counter()
     assert client.get("/_emulator/health").status_code == 200
@@ -111,6 +105,7 @@ def test_a_client_sending_its_head_byte_by_byte_is_cut_off_while_others_are_serv
     sock = _connect(guarded)
     began = time.monotonic()
     sock.sendall(b"GET /_emulator/health HTTP/1.1\r\nHost: localhost\r\n")
+    watched = Watched(sock)
     closed_at = None
     with guarded.client() as client:
         for _ in range(100):  # bounded: 100 × 0.1 s
@@ -119,7 +114,7 @@ def test_a_client_sending_its_head_byte_by_byte_is_cut_off_while_others_are_serv
             except (BrokenPipeError, ConnectionResetError):
                 closed_at = time.monotonic()
                 break
-            if _closed_by_server(sock) is not None:
+            if watched.look() is not None:
                 closed_at = time.monotonic()
                 break
             assert client.get("/_emulator/health").status_code == 200  # others are served meanwhile
@@ -131,13 +126,11 @@ def test_a_client_sending_its_head_byte_by_byte_is_cut_off_while_others_are_serv
 
 
 def test_a_connection_that_sends_nothing_is_closed_after_the_head_timeout(guarded):
-    sock = _connect(guarded)
+    watched = Watched(_connect(guarded))
     began = time.monotonic()
-    closed = wait_until(
-        lambda: _closed_by_server(sock) is not None, HEAD_TIMEOUT + SLACK + 1, "the idle connection to close"
-    )
+    closed = wait_until(lambda: watched.look() is not None, HEAD_TIMEOUT + SLACK + 1, "the idle connection to close")
     assert closed and time.monotonic() - began <= HEAD_TIMEOUT + SLACK
-    sock.close()
+    watched.sock.close()
 
 
 def test_a_slow_body_is_cut_off(guarded):
@@ -147,9 +140,10 @@ def test_a_slow_body_is_cut_off(guarded):
         b"POST /_emulator/recurrence/preview HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\n"
         b'content-length: 1000\r\n\r\n{"count": '
     )
+    watched = Watched(sock)
     closed_at = None
     for _ in range(100):  # bounded: 100 × 0.1 s
-        if _closed_by_server(sock) is not None:
+        if watched.look() is not None:
             closed_at = time.monotonic()
             break
         time.sleep(0.1)
