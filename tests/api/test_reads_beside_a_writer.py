@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from starlette.testclient import TestClient
 from support.api_calls import create_collection, create_job, future, get, job_body, put
 from support.classic_api import Classic, job
@@ -123,3 +123,26 @@ def test_reads_of_every_surface_answer_while_a_write_transaction_is_held(api: Te
         "an uncommitted write was read"
     )
     assert during["classic GET job"].content == before["classic GET job"].content  # type: ignore[union-attr]
+
+
+def test_reads_run_on_the_databases_two_reader_threads(api: TestClient) -> None:
+    """Each read on a worker thread of anyio's pool of forty woke an idle thread and handed the interpreter lock
+    to it and back (a third more CPU per GET, bench/README); the reads of a SQLite file have two threads of
+    their own that stay busy while reads keep coming."""
+    names = Names()
+    create_collection(api, names)
+    for index in range(4):
+        create_job(api, names, f"job-{index}")
+    database = api.app.state.database  # type: ignore[attr-defined]
+    threads: list[str] = []
+    record = lambda *_: threads.append(threading.current_thread().name)  # noqa: E731
+    event.listen(database.read_engine, "begin", record)
+    try:
+        calls = {f"GET {n}": (lambda n=n: get(api, names.job_path(f"job-{n % 4}"))) for n in range(12)}
+        answers = _answers_within(calls, BOUND)
+    finally:
+        event.remove(database.read_engine, "begin", record)
+    assert all(answer is not None and answer.status_code == 200 for answer in answers.values()), answers
+    assert len(threads) == 12, threads
+    assert {name.rsplit("_", 1)[0] for name in threads} == {"sqlite-reader"}, threads
+    assert len(set(threads)) <= 2, threads

@@ -195,15 +195,15 @@ async def in_session_locking_late(request: Request, work: Callable[[WriteScope],
 
 async def in_read_session(request: Request, work: Callable[[Session], T]) -> T:
     """Run ``work``, which only reads, in one read transaction (Database.read_session: on SQLite it neither
-    waits for writes and the dispatcher's transactions nor holds them up) on a worker thread; domain errors
-    become ARM errors. A write through its session fails."""
+    waits for writes and the dispatcher's transactions nor holds them up) on a reader thread (Database.reader)
+    or a worker thread; domain errors become ARM errors. A write through its session fails."""
     database: Database = request.app.state.database
 
     def run() -> T:
         with database.read_session() as session:
             return work(session)
 
-    return await _in_thread(run)
+    return await _in_thread(run, database.reader())
 
 
 async def _in_thread(run: Callable[[], T], executor: Executor | None = None) -> T:

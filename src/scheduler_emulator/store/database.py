@@ -75,6 +75,7 @@ def head_revisions() -> frozenset[str] | None:
     return frozenset(heads) or None
 
 
+READERS = 2  # a SQLite file's reader threads (Database.reader)
 IDLE_PING_SECONDS = 1.0  # a pooled connection unused this long is checked before it is handed out
 
 
@@ -234,6 +235,7 @@ class Database:
             _ping_when_idle(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._writer: ThreadPoolExecutor | None = None
+        self._reader: ThreadPoolExecutor | None = None
         self._writer_guard = threading.Lock()
         self._read_sessions = self._sessions
         self._read_lock = self._lock
@@ -275,6 +277,19 @@ class Database:
             if self._writer is None:
                 self._writer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
             return self._writer
+
+    def reader(self) -> Executor | None:
+        """A SQLite file's two threads that run the API's reads (None elsewhere: PostgreSQL's reads and an
+        in-memory database's run on the shared worker threads). Each read on a worker thread from a pool of
+        forty woke a thread that had gone idle and handed the interpreter lock to it and back; two threads that
+        stay busy while GETs keep coming cost a quarter less CPU per GET (bench/README, issue 33, fourth
+        session). Two rather than one: a slow read (a large page, an export) does not hold up every other."""
+        if self._read_lock is not None or self.read_engine is self.engine:
+            return None
+        with self._writer_guard:
+            if self._reader is None:
+                self._reader = ThreadPoolExecutor(READERS, thread_name_prefix="sqlite-reader")
+            return self._reader
 
     @contextmanager
     def read_session(self) -> Iterator[Session]:
@@ -350,9 +365,11 @@ class Database:
 
     def dispose(self) -> None:
         with self._writer_guard:
-            writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.shutdown(wait=True)
+            executors = [self._writer, self._reader]
+            self._writer = self._reader = None
+        for executor in executors:
+            if executor is not None:
+                executor.shutdown(wait=True)
         self.engine.dispose()
         if self.read_engine is not self.engine:
             self.read_engine.dispose()
