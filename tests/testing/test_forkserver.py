@@ -88,3 +88,14 @@ def test_an_interpreter_variable_of_its_own_starts_it_fresh(monkeypatch: pytest.
     ) as emulator:
         assert isinstance(emulator.process, subprocess.Popen)
         assert Path(f"/proc/{emulator.process.pid}/environ").read_bytes().count(b"PYTHONHASHSEED=123") == 1
+
+
+def test_a_fork_server_that_died_is_replaced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(forkserver.ENABLE, "1")
+    server = forkserver.shared()
+    server.process.kill()
+    server.process.wait(10)
+    with Emulator(command=["--port", "0", "--data-dir", str(tmp_path), "--log-level", "warning"]) as emulator:
+        assert isinstance(emulator.process, ForkedProcess)
+        assert httpx.get(emulator.url + "/_emulator/clock", timeout=30).status_code == 200
+    assert forkserver.shared() is not server
