@@ -107,3 +107,20 @@ def test_in_memory_reads_share_the_one_connection_and_its_lock() -> None:
         assert db.read_engine is db.engine
     finally:
         db.dispose()
+
+
+def test_only_a_sqlite_files_reads_have_reader_threads_of_their_own(database: Database) -> None:
+    """A SQLite file's API reads run on its two reader threads (Database.reader); PostgreSQL's run side by side on
+    the shared worker threads, as many as its pool allows, and so does an in-memory database's."""
+    reader = database.reader()
+    if database.dialect == "sqlite":
+        assert reader is not None and reader is database.reader()
+        names = {reader.submit(lambda: threading.current_thread().name).result(BOUND) for _ in range(8)}
+        assert names and all(name.startswith("sqlite-reader") for name in names), names
+    else:
+        assert reader is None
+    memory = Database("sqlite://")
+    try:
+        assert memory.reader() is None
+    finally:
+        memory.dispose()

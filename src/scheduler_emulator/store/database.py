@@ -284,7 +284,7 @@ class Database:
         forty woke a thread that had gone idle and handed the interpreter lock to it and back; two threads that
         stay busy while GETs keep coming cost a quarter less CPU per GET (bench/README, issue 33, fourth
         session). Two rather than one: a slow read (a large page, an export) does not hold up every other."""
-        if self._read_lock is not None or self.read_engine is self.engine:
+        if self.dialect != "sqlite" or self._read_lock is not None:
             return None
         with self._writer_guard:
             if self._reader is None:
