@@ -236,7 +236,7 @@ class Database:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._writer: ThreadPoolExecutor | None = None
         self._reader: ThreadPoolExecutor | None = None
-        self._writer_guard = threading.Lock()
+        self._executors_guard = threading.Lock()
         self._read_sessions = self._sessions
         self._read_lock = self._lock
         self.read_engine: Engine = self.engine
@@ -273,7 +273,7 @@ class Database:
         a sixth of a PUT's CPU with 16 clients. PostgreSQL's transactions run side by side on a pool."""
         if self._lock is None:
             return None
-        with self._writer_guard:
+        with self._executors_guard:
             if self._writer is None:
                 self._writer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
             return self._writer
@@ -286,7 +286,7 @@ class Database:
         session). Two rather than one: a slow read (a large page, an export) does not hold up every other."""
         if self.dialect != "sqlite" or self._read_lock is not None:
             return None
-        with self._writer_guard:
+        with self._executors_guard:
             if self._reader is None:
                 self._reader = ThreadPoolExecutor(READERS, thread_name_prefix="sqlite-reader")
             return self._reader
@@ -364,7 +364,7 @@ class Database:
                 autocommit.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def dispose(self) -> None:
-        with self._writer_guard:
+        with self._executors_guard:
             executors = [self._writer, self._reader]
             self._writer = self._reader = None
         for executor in executors:

@@ -37,6 +37,7 @@ from typing import Any
 ENABLE = "SCHEDULER_EMULATOR_FORK_SERVER"
 _PR_SET_CHILD_SUBREAPER = 36
 _MESSAGE = 1 << 20  # a request's bytes at most (its arguments and environment)
+_PATIENCE = 60.0  # seconds: the longest wait for the server to be ready (its imports) or to answer a start
 _SERVE = "import sys; from scheduler_emulator.testing.forkserver import serve; serve(int(sys.argv[1]))"
 
 
@@ -120,9 +121,14 @@ class ForkServer:
         )
         theirs.close()
         self.socket = ours
+        self.socket.settimeout(_PATIENCE)  # every wait on the server is bounded (socket.timeout is an OSError)
         self.lock = threading.Lock()
-        ready = self.socket.recv(_MESSAGE)
+        try:
+            ready = self.socket.recv(_MESSAGE)
+        except OSError:
+            ready = b""
         if json.loads(ready or b"{}").get("ready") is not True:
+            self.process.kill()
             self.close()
             raise OSError("the emulator's fork server did not start")
 
@@ -143,6 +149,7 @@ class ForkServer:
                 answer = json.loads(self.socket.recv(_MESSAGE) or b"{}")
         except BaseException:
             os.close(reading)
+            self.process.kill()  # its answers would no longer match the requests: the next start gets a new one
             raise
         finally:
             os.close(writing)
