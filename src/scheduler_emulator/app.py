@@ -15,6 +15,7 @@ from scheduler_emulator.api import dashboard, emulator, history, job_collections
 from scheduler_emulator.api import resources as resources_api
 from scheduler_emulator.api.access import Authenticator, HostGuard
 from scheduler_emulator.api.classic.routes import ClassicRoute
+from scheduler_emulator.api.direct import DirectRoutes
 from scheduler_emulator.api.identity import token_service
 from scheduler_emulator.api.identity.routes import IdentityRoute
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
@@ -120,11 +121,11 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
     deployment_runs: set[asyncio.Task[None]] = set()  # template deployments running here (api.resources.deployments)
     app.state.deployment_runs = deployment_runs
     if settings.api:
-        app.include_router(job_collections.router)
-        app.include_router(jobs.router)
-        app.include_router(history.router)
-        for router in resources_api.routers:  # the Microsoft.Resources front door (SPEC §12)
+        arm_routers = (job_collections.router, jobs.router, history.router, *resources_api.routers)
+        for router in arm_routers:  # the Scheduler's, then the Microsoft.Resources front door's (SPEC §12)
             app.include_router(router)
+        # The same routes, served first and without FastAPI's per-request routing and dependency work.
+        app.router.routes.insert(0, DirectRoutes(arm_routers))
         # The token service and the account endpoints az calls (they claim only their own path shapes).
         app.router.routes.append(IdentityRoute())
         app.router.routes.append(ClassicRoute())  # the classic 2014 surface (after ARM: it claims only its paths)
