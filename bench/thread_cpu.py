@@ -1,0 +1,107 @@
+"""Where a fire's CPU goes, by thread: one emulator on SQLite, jobs made through its API as a user makes them
+(``user``: default flags; ``quiet``: ``--log-level warning``), fired at nginx; the CPU each of the process's
+threads used from just before the window until ``--drain`` seconds after it, per fire, named as py-spy names
+them (``MainThread`` is the event loop; ``uvloop_N`` the default executor, where the dispatcher's claims and
+writes run; ``sqlite-writer``/``sqlite-reader`` the API's database threads; ``log-writer`` the log lines).
+Reads ``/proc/<pid>/task``, so CPU time, not wall time: a busy machine moves it less than it moves rates.
+
+    .venv/bin/python bench/thread_cpu.py --paths user,quiet --rate 3000 --get-rate 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import harness as h
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of ``pid``, by thread id."""
+    seconds = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        seconds[int(tid)] = (int(fields[11]) + int(fields[12])) / TICK
+    return seconds
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """Thread id → Python thread name (from ``py-spy dump``), numbered pools folded into ``name_N``."""
+    py_spy = shutil.which("py-spy") or str(Path(h.PYTHON).parent / "py-spy")
+    dump = subprocess.run([py_spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=60).stdout
+    names = {}
+    for line in dump.splitlines():
+        if found := re.match(r'Thread (\d+) \(\w+\): "(.*)"', line):
+            names[int(found.group(1))] = re.sub(r"_\d+$", "_N", found.group(2))
+    return names
+
+
+def run(path: str, jobs: int, window: float, get_rate: float, drain: float) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-threads-"))
+    nginx = h.Nginx(tmp / "nginx")
+    nginx.start()
+    quiet = ["--log-level", "warning"] if path == "quiet" else []
+    emulator = h.Emulator(tmp / "emulator", f"sqlite:///{tmp / 'store' / 'scheduler.db'}", *quiet, defaults=True)
+    try:
+        emulator.start()
+        lead = 20 + jobs / 300  # creating them takes jobs / (300-800 PUT/s)
+        t0_us = h.now_us() + int(lead * 1e6)
+        due = [h.due_instant(t0_us, int(window * 1e6), i, jobs) for i in range(jobs)]
+        created = h.create_jobs_via_api([emulator.url], due, lambda i: f"{nginx.base_url}/fire/{i}")
+        if h.now_us() > t0_us - 1e6:
+            sys.exit(f"creating {jobs:,} jobs took {created.seconds:.0f} s, past the window's start: fewer jobs?")
+        get_load = h.GetLoad(emulator.url, jobs, h.user_collections(jobs), get_rate) if get_rate > 0 else None
+        while h.now_us() < t0_us - 200_000:
+            time.sleep(0.05)
+        before = thread_cpu(emulator.pid)
+        if get_load is not None:
+            get_load.start(window)
+        time.sleep(window + drain)
+        after = thread_cpu(emulator.pid)
+        if get_load is not None:
+            get_load.join()
+        names = thread_names(emulator.pid)
+        fired = len(nginx.arrivals())
+        by_name: dict[str, float] = {}
+        for tid, seconds in after.items():
+            name = names.get(tid, f"thread {tid}")
+            by_name[name] = by_name.get(name, 0.0) + seconds - before.get(tid, 0.0)
+        total = sum(by_name.values())
+        print(f"{path}: {fired:,} of {jobs:,} fired ({jobs / window:,.0f}/s demanded, GET {get_rate:g}/s); "
+              f"{created.rate:,.0f} PUT/s to create them")
+        for name, seconds in sorted(by_name.items(), key=lambda item: -item[1]):
+            if seconds > 0:
+                print(f"  {name:<24} {seconds:6.2f} s  {1e6 * seconds / max(1, fired):6.1f} µs per fire")
+        print(f"  {'all threads':<24} {total:6.2f} s  {1e6 * total / max(1, fired):6.1f} µs per fire")
+    finally:
+        emulator.stop()
+        nginx.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--paths", default="user,quiet", help="user, quiet (comma-separated, run in this order)")
+    parser.add_argument("--rate", type=float, default=3000.0, help="fires/s demanded")
+    parser.add_argument("--window", type=float, default=10.0, help="seconds over which the jobs fall due")
+    parser.add_argument("--get-rate", type=float, default=0.0, help="GET job requests/s during the window")
+    parser.add_argument("--drain", type=float, default=5.0, help="seconds counted after the window")
+    args = parser.parse_args()
+    for path in args.paths.split(","):
+        run(path.strip(), int(args.rate * args.window), args.window, args.get_rate, args.drain)
+
+
+if __name__ == "__main__":
+    main()
