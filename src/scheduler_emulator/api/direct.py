@@ -61,27 +61,23 @@ class DirectRoutes(BaseRoute):
     method; the others as blockers."""
 
     def __init__(self, routers: Iterable[APIRouter]) -> None:
+        self.served: list[APIRoute] = []  # in the routers' order
+        self.left_to_fastapi: list[BaseRoute] = []  # the blockers
         self._by_method: dict[str, list[tuple[re.Pattern[str], BaseRoute, Endpoint | None]]] = {}
         for router in routers:
             for route in router.routes:
-                direct = served_directly(route)
                 regex = getattr(route, "path_regex", None)
                 methods = getattr(route, "methods", None)
                 if regex is None or not methods:
                     raise ValueError(f"{route!r} has no path and methods: DirectRoutes cannot order it")
+                endpoint: Endpoint | None = None
+                if isinstance(route, APIRoute) and served_directly(route):
+                    endpoint = route.endpoint
+                    self.served.append(route)
+                else:
+                    self.left_to_fastapi.append(route)
                 for method in methods:
-                    entry = (regex, route, getattr(route, "endpoint", None) if direct else None)
-                    self._by_method.setdefault(method, []).append(entry)
-
-    @property
-    def served(self) -> list[APIRoute]:
-        """The routes served here (each once)."""
-        seen: dict[int, APIRoute] = {}
-        for entries in self._by_method.values():
-            for _, route, endpoint in entries:
-                if endpoint is not None and isinstance(route, APIRoute):
-                    seen.setdefault(id(route), route)
-        return list(seen.values())
+                    self._by_method.setdefault(method, []).append((regex, route, endpoint))
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] == "http" and not scope.get("root_path"):  # under a root path, FastAPI's rules apply
