@@ -84,6 +84,18 @@ def proc_cpu_split(pid: int) -> tuple[float, float] | None:
     return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
+def children_of(pid: int) -> list[int]:
+    """The pids of ``pid``'s children (/proc/PID/task/*/children); none if the process is gone."""
+    found: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                found += [int(child) for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+    except OSError:
+        pass
+    return found
+
+
 def cpu_split_of(pids: list[int]) -> tuple[float, float]:
     """(all CPU, the kernel's share) of the processes together, in seconds; a process gone counts 0."""
     splits = [proc_cpu_split(pid) or (0.0, 0.0) for pid in pids]
@@ -368,6 +380,11 @@ class Emulator:
     def pid(self) -> int:
         assert self.process is not None
         return self.process.pid
+
+    @property
+    def pids(self) -> list[int]:
+        """The process and its children (the action process it forks: its CPU is the emulator's too)."""
+        return [self.pid, *children_of(self.pid)]
 
     def spawn(self) -> None:
         self.spawned_at = time.time()

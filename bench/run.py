@@ -144,7 +144,7 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
             for emulator in emulators[1:]:
                 emulator.wait_listening()
             Lead.observe(system, jobs, None, max(e.listening_at for e in emulators) - emulators[0].spawned_at)
-            pids = [e.pid for e in emulators]
+            pids = [p for e in emulators for p in e.pids]
             t0_us = h.now_us() + int(Lead.seconds(system, jobs, path) * 1e6)
             due = [h.due_instant(t0_us, window_us, i, jobs) for i in range(jobs)]
             cycles_before = [e.counter("scheduler_dispatcher_cycles_total") for e in emulators]
@@ -181,7 +181,7 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
             for emulator in emulators:
                 emulator.wait_listening()
             Lead.observe(system, jobs, seed_s, max(e.listening_at for e in emulators) - emulators[0].spawned_at)
-            pids = [e.pid for e in emulators]
+            pids = [p for e in emulators for p in e.pids]
         else:
             t0_us = h.now_us() + int(Lead.seconds(system, jobs) * 1e6)
             spawned = time.time()
@@ -416,7 +416,7 @@ def run_api(store: str, seconds: float, concurrency: int, profile_dir: Path | No
     try:
         bases = [emulators[0].start()]
         bases += [e.start() for e in emulators[1:]]
-        rows = asyncio.run(api_load(bases, [e.pid for e in emulators], seconds, concurrency,
+        rows = asyncio.run(api_load(bases, [p for e in emulators for p in e.pids], seconds, concurrency,
                                     profile_dir / f"api-{store}.txt" if profile_dir else None))
         for row in rows:
             row["store"] = "SQLite" if store == "sqlite" else "PostgreSQL, 2 API processes"
@@ -552,17 +552,18 @@ def run_million(jobs: int, due_soon: int, idle_seconds: float, profile_to: Path 
         if arrivals:
             result["first_fire_s"] = arrivals[0] - emulator.spawned_at
             result["last_due_fire_s"] = arrivals[min(len(arrivals), due_soon) - 1] - emulator.spawned_at
-        result["rss_mb"] = (h.proc_status_kb(emulator.pid, "VmRSS") or 0) / 1024
+        family = emulator.pids  # with its action process: RSS summed (shared pages counted twice), CPU summed
+        result["rss_mb"] = sum(h.proc_status_kb(pid, "VmRSS") or 0 for pid in family) / 1024
         time.sleep(2)
         profiler = start_profiler(emulator.pid, profile_to, idle_seconds, nonblocking=True) if profile_to else None
-        cpu_before = h.proc_cpu_seconds(emulator.pid) or 0.0
+        cpu_before = h.cpu_split_of(family)[0]
         box_before = h.machine_jiffies()
         time.sleep(idle_seconds)
         result["box_cpu"] = h.machine_busy_pct(box_before, h.machine_jiffies())
-        result["idle_cpu_pct"] = 100 * ((h.proc_cpu_seconds(emulator.pid) or 0.0) - cpu_before) / idle_seconds
+        result["idle_cpu_pct"] = 100 * (h.cpu_split_of(family)[0] - cpu_before) / idle_seconds
         result["idle_s"] = idle_seconds
-        result["peak_rss_mb"] = (h.proc_status_kb(emulator.pid, "VmHWM") or 0) / 1024
-        result["rss_after_idle_mb"] = (h.proc_status_kb(emulator.pid, "VmRSS") or 0) / 1024
+        result["peak_rss_mb"] = sum(h.proc_status_kb(pid, "VmHWM") or 0 for pid in family) / 1024
+        result["rss_after_idle_mb"] = sum(h.proc_status_kb(pid, "VmRSS") or 0 for pid in family) / 1024
         if profiler is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 profiler.wait(30)

@@ -2,7 +2,8 @@
 (``user``: default flags; ``quiet``: ``--log-level warning``), fired at nginx; the CPU each of the process's
 threads used from just before the window until ``--drain`` seconds after it, per fire, named as py-spy names
 them (``MainThread`` is the event loop; ``uvloop_N`` the default executor, where the dispatcher's claims and
-writes run; ``sqlite-writer``/``sqlite-reader`` the API's database threads; ``log-writer`` the log lines).
+writes run; ``sqlite-writer``/``sqlite-reader`` the API's database threads; ``log-writer`` the log lines), and
+the action process (dispatcher/action_process.py: the requests to the targets) as one row.
 Reads ``/proc/<pid>/task``, so CPU time, not wall time: a busy machine moves it less than it moves rates.
 
     .venv/bin/python bench/thread_cpu.py --paths user,quiet --rate 3000 --get-rate 0
@@ -66,10 +67,13 @@ def run(path: str, jobs: int, window: float, get_rate: float, drain: float) -> N
         while h.now_us() < t0_us - 200_000:
             time.sleep(0.05)
         before = thread_cpu(emulator.pid)
+        children = h.children_of(emulator.pid)  # the action process (dispatcher/action_process.py), if any
+        children_before = h.cpu_split_of(children)[0]
         if get_load is not None:
             get_load.start(window)
         time.sleep(window + drain)
         after = thread_cpu(emulator.pid)
+        children_cpu = h.cpu_split_of(children)[0] - children_before
         if get_load is not None:
             get_load.join()
         names = thread_names(emulator.pid)
@@ -78,13 +82,15 @@ def run(path: str, jobs: int, window: float, get_rate: float, drain: float) -> N
         for tid, seconds in after.items():
             name = names.get(tid, f"thread {tid}")
             by_name[name] = by_name.get(name, 0.0) + seconds - before.get(tid, 0.0)
+        if children:
+            by_name[f"action process (pid {','.join(map(str, children))}, all threads)"] = children_cpu
         total = sum(by_name.values())
         print(f"{path}: {fired:,} of {jobs:,} fired ({jobs / window:,.0f}/s demanded, GET {get_rate:g}/s); "
               f"{created.rate:,.0f} PUT/s to create them")
         for name, seconds in sorted(by_name.items(), key=lambda item: -item[1]):
             if seconds > 0:
-                print(f"  {name:<24} {seconds:6.2f} s  {1e6 * seconds / max(1, fired):6.1f} µs per fire")
-        print(f"  {'all threads':<24} {total:6.2f} s  {1e6 * total / max(1, fired):6.1f} µs per fire")
+                print(f"  {name:<44} {seconds:6.2f} s  {1e6 * seconds / max(1, fired):6.1f} µs per fire")
+        print(f"  {'all threads, all processes':<44} {total:6.2f} s  {1e6 * total / max(1, fired):6.1f} µs per fire")
     finally:
         emulator.stop()
         nginx.stop()

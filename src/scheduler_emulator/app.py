@@ -22,7 +22,8 @@ from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
 from scheduler_emulator.api.preview import HeavyWork
 from scheduler_emulator.at_rest import secret_key
 from scheduler_emulator.config import Settings
-from scheduler_emulator.dispatcher.firing import Actions
+from scheduler_emulator.dispatcher.action_process import ActionProcess, RemoteActions
+from scheduler_emulator.dispatcher.firing import Actions, ActionSender
 from scheduler_emulator.dispatcher.loop import Dispatcher, Pacing
 from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.metrics import Metrics
@@ -65,9 +66,13 @@ async def stop_deployment_runs(runs: set[asyncio.Task[None]]) -> None:
     await asyncio.gather(*runs, return_exceptions=True)
 
 
-def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
+def create_app(
+    settings: Settings, clock: Clock | None = None, *, action_process: ActionProcess | None = None
+) -> FastAPI:
     """The service: ARM routes behind the ARM pipeline, over the store ``settings`` name. ``clock``: the clock
-    of ``--clock real`` (default the wall clock; tests may set one); ``--clock virtual`` builds its own."""
+    of ``--clock real`` (default the wall clock; tests may set one); ``--clock virtual`` builds its own.
+    ``action_process``: the process serving.serve forked to send the actions (none: they are sent from this
+    process)."""
 
     box = SecretBox(secret_key(settings))
     virtual = VirtualClock(settings.clock_start) if settings.clock == "virtual" else None
@@ -84,7 +89,12 @@ def create_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
             await virtual.load(database)
         dispatcher = None
         if settings.dispatcher:
-            actions = Actions(settings)
+            local = Actions(settings)
+            actions: ActionSender = local
+            if action_process is not None:  # the same actions, sent from the action process while it runs
+                remote = RemoteActions(action_process, local, up=app.state.metrics.action_process.set)
+                await remote.start()
+                actions = remote
             dispatcher = Dispatcher(
                 database, clock=clock, settings=settings, actions=actions, metrics=app.state.metrics, pacing=pacing
             )

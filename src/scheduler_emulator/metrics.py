@@ -23,6 +23,11 @@ class Metrics:
             ["action_type", "action", "outcome"],
             registry=self.registry,
         )
+        self.action_process = Gauge(
+            "scheduler_action_process_up",
+            "1 while the actions are sent from this process's action process, 0 when this process sends them.",
+            registry=self.registry,
+        )
         self.lag = Histogram(
             "scheduler_firing_lag_seconds",
             "Delay between an occurrence's expected time and its first attempt.",

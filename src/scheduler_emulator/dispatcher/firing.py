@@ -8,7 +8,7 @@ import logging
 import traceback
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import ActionRunner, FireContext, Outcome
@@ -18,6 +18,14 @@ from scheduler_emulator.schemas.job import ActionBase
 from scheduler_emulator.schemas.job_shape import PAYLOAD_OF, scrub, secrets_of_action
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
+
+
+class ActionSender(Protocol):
+    """What the dispatcher fires through: ``Actions`` here, or action_process.RemoteActions."""
+
+    async def execute(self, action: ActionBase, context: FireContext) -> Outcome: ...
+
+    async def close(self) -> None: ...
 
 
 class OnFirstUse:

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.definitions import Claim, read_definition
-from scheduler_emulator.dispatcher.firing import Actions
+from scheduler_emulator.dispatcher.firing import ActionSender
 from scheduler_emulator.dispatcher.occurrence import OccurrenceRunner, Released
 from scheduler_emulator.dispatcher.recorder import GATHER_SECONDS, BatchRecorder, is_outage, patiently
 from scheduler_emulator.domain.clock import Clock, WallClock
@@ -71,7 +71,7 @@ class Dispatcher:
         *,
         clock: Clock,
         settings: Settings,
-        actions: Actions,
+        actions: ActionSender,
         metrics: Metrics,
         pacing: Pacing | None = None,
     ) -> None:

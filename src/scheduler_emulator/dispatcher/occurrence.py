@@ -16,7 +16,7 @@ from typing import Any
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext
 from scheduler_emulator.dispatcher.definitions import Claim
-from scheduler_emulator.dispatcher.firing import Actions
+from scheduler_emulator.dispatcher.firing import ActionSender
 from scheduler_emulator.dispatcher.recorder import BatchRecorder, patiently
 from scheduler_emulator.domain.clock import Clock, isoformat_z
 from scheduler_emulator.domain.due import Skipped
@@ -49,7 +49,7 @@ class OccurrenceRunner:
         recorder: BatchRecorder,
         clock: Clock,
         settings: Settings,
-        actions: Actions,
+        actions: ActionSender,
         metrics: Metrics,
         stopping: asyncio.Event,
         on_attempt: Callable[[bool], None] | None = None,

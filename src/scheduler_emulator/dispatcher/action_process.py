@@ -1,0 +1,304 @@
+"""The action process: a second process of the emulator's own that sends its actions, so that the requests to the
+targets (aiohttp's work, about half a fire's CPU) run on another core than the dispatcher and the API.
+
+One interpreter runs one thread of Python at a time. At 3,000 fires/s on 2 cores the process that serves the API,
+claims, records and also sends every request needed more than a core (0.37-0.49 ms of CPU per fire, bench/README),
+and fell behind. ``serve`` forks the action process before the service starts a thread (``ActionProcess.fork``);
+the dispatcher hands each attempt over a socket pair to it (``RemoteActions``, the same interface as
+``firing.Actions``) and awaits its outcome. The action process runs ``firing.Actions`` itself: every action type,
+the outbound policy, timeouts, client certificates, tokens, and the scrubbing of the job's secrets from what an
+attempt reports. What it answers is recorded by the dispatcher as before.
+
+The messages are pickles over a socket pair between the process and its own fork (nothing else can reach it). An
+attempt goes as its action's JSON and its context; the answer is its outcome. When the action process ends (a
+crash, a kill), the attempts it had in flight fail with a message that says so (their retry policies apply) and
+the dispatcher sends every later attempt from its own process. The action process ignores SIGINT and SIGTERM (a
+terminal's Ctrl-C reaches the whole process group; the service decides when attempts stop) and ends when the
+socket closes: at the service's shutdown, or when the service's process is gone however it ended."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import pickle
+import signal
+import socket
+import struct
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from scheduler_emulator.config import Settings
+from scheduler_emulator.dispatcher.actions import FireContext, Outcome
+from scheduler_emulator.dispatcher.firing import Actions
+from scheduler_emulator.schemas.job import ActionBase
+
+log = logging.getLogger("scheduler_emulator.dispatcher")
+
+_LENGTH = struct.Struct("!I")
+EXIT_WAIT_SECONDS = 5.0  # how long close() waits for the action process to end before killing it
+
+
+def wanted(settings: Settings) -> bool:
+    """Whether this service's actions should run in an action process: it has a dispatcher, and
+    ``--action-process`` is ``on``, or ``auto`` on a machine that gives this process two CPUs or more."""
+    if not settings.dispatcher or settings.action_process == "off":
+        return False
+    if settings.action_process == "on":
+        return True
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cpus >= 2
+
+
+class Frames(asyncio.Protocol):
+    """Length-prefixed pickles both ways over the socket pair; ``on_message`` gets each message in order,
+    ``on_lost`` the end of the connection."""
+
+    def __init__(self, on_message: Callable[[Any], None], on_lost: Callable[[Exception | None], None]) -> None:
+        self.on_message = on_message
+        self.on_lost = on_lost
+        self.transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self, message: Any) -> None:
+        if self.transport is None or self.transport.is_closing():
+            raise ConnectionError("the action process's socket is closed")
+        payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        self.transport.write(_LENGTH.pack(len(payload)) + payload)
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start, size = 0, len(buffer)
+        while size - start >= 4:
+            (length,) = _LENGTH.unpack_from(buffer, start)
+            end = start + 4 + length
+            if end > size:
+                break
+            message = pickle.loads(buffer[start + 4 : end])
+            start = end
+            self.on_message(message)
+        del buffer[:start]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.on_lost(exc)
+
+
+class ActionProcess:
+    """The forked action process as its parent knows it: its pid and the parent's end of the socket pair."""
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.sock = sock
+        self.exit_status: int | None = None  # os.waitpid's status once reaped
+
+    @classmethod
+    def fork(cls, settings: Settings) -> ActionProcess | None:
+        """Fork the action process (None, and actions run in this process, when it cannot be forked safely:
+        a thread is already running, whose locks the child would inherit held)."""
+        if not hasattr(os, "fork") or threading.active_count() != 1:
+            return None
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered that both processes would write out
+            stream.flush()
+        parent_end, child_end = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:  # the action process: never returns into the caller
+            code = 70
+            try:
+                parent_end.close()
+                code = _run_child(child_end, settings)
+            finally:
+                os._exit(code)
+        child_end.close()
+        return cls(pid, parent_end)
+
+    def reap(self, block: bool = False) -> bool:
+        """Collect the ended child's status; True once it has been collected."""
+        if self.exit_status is not None:
+            return True
+        try:
+            pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:  # collected elsewhere
+            self.exit_status = -1
+            return True
+        if pid == 0:
+            return False
+        self.exit_status = status
+        return True
+
+    async def stop(self) -> None:
+        """Wait (bounded) for the child to end once its socket is closed; kill it if it does not."""
+        self.sock.close()
+        for _ in range(int(EXIT_WAIT_SECONDS / 0.02)):
+            if self.reap():
+                return
+            await asyncio.sleep(0.02)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        await asyncio.to_thread(self.reap, True)
+
+
+class RemoteActions:
+    """``firing.Actions``'s interface, carried out by the action process; by ``local`` (the same, in this
+    process) once the action process has ended. ``up`` is told 1 or 0 as it starts and ends."""
+
+    def __init__(self, process: ActionProcess, local: Actions, up: Callable[[float], None] | None = None) -> None:
+        self.process = process
+        self.local = local
+        self._up = up or (lambda value: None)
+        self._frames: Frames | None = None
+        self._pending: dict[int, tuple[asyncio.Future[tuple[bool, str]], str]] = {}
+        self._ids = itertools.count()
+        self._closing = False
+
+    async def start(self) -> None:
+        """Connect to the action process (on the running loop)."""
+        frames = Frames(self._answered, self._lost)
+        await asyncio.get_running_loop().create_unix_connection(lambda: frames, sock=self.process.sock)
+        self._frames = frames
+        self._up(1)
+        log.info("actions are sent from the action process (pid %d)", self.process.pid)
+
+    async def execute(self, action: ActionBase, context: FireContext) -> Outcome:
+        frames = self._frames
+        if frames is None:
+            return await self.local.execute(action, context)
+        number = next(self._ids)
+        future: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
+        self._pending[number] = (future, action.type)
+        try:
+            try:
+                frames.send(_attempt_message(number, action, context))
+            except ConnectionError:  # closing: the action process is ending (_lost follows)
+                return await self.local.execute(action, context)
+            succeeded, message = await future
+        finally:
+            self._pending.pop(number, None)
+        return Outcome(succeeded, message)
+
+    def _answered(self, message: tuple[int, bool, str]) -> None:
+        number, succeeded, text = message
+        waiting = self._pending.get(number)
+        if waiting is not None and not waiting[0].done():
+            waiting[0].set_result((succeeded, text))
+
+    def _lost(self, exc: Exception | None) -> None:
+        self._frames = None
+        self._up(0)
+        if not self._closing:
+            self.process.reap()
+            log.error(
+                "the action process (pid %d) ended unexpectedly; the %d attempts it had in flight count as failed, "
+                "and this process sends the actions from now on",
+                self.process.pid,
+                len(self._pending),
+            )
+        for future, action_type in self._pending.values():
+            if not future.done():
+                future.set_result(
+                    (False, f"{action_type} Action - the outcome is unknown: the emulator's action process ended")
+                )
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._frames is not None and self._frames.transport is not None:
+            self._frames.transport.close()
+        await self.process.stop()
+        await self.local.close()
+
+
+def _attempt_message(number: int, action: ActionBase, context: FireContext) -> tuple[Any, ...]:
+    """An attempt as sent: its number, the action's JSON (its error action left out: the action process sends
+    the action it is given) and the context's fields; ``_Child._attempt`` takes them in this order."""
+    return (
+        number,
+        action.model_dump_json(by_alias=True, exclude_unset=True, exclude={"error_action"}),
+        context.execution_tag,
+        context.client_request_id,
+        context.expected_time,
+        context.job_name,
+        context.collection_name,
+        context.region,
+    )
+
+
+class _Child:
+    """The action process's side: runs each attempt it is sent on ``actions`` and answers with its outcome."""
+
+    def __init__(self, actions: Actions) -> None:
+        self.actions = actions
+        self.frames = Frames(self._received, self._lost)
+        self.running: set[asyncio.Task[None]] = set()
+        self.ended = asyncio.Event()
+
+    def _received(self, message: tuple[Any, ...]) -> None:
+        task = asyncio.get_running_loop().create_task(self._attempt(*message))
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+
+    async def _attempt(
+        self,
+        number: int,
+        action_json: str,
+        execution_tag: str,
+        client_request_id: str,
+        expected_time: Any,
+        job_name: str,
+        collection_name: str,
+        region: str,
+    ) -> None:
+        context = FireContext(execution_tag, client_request_id, expected_time, job_name, collection_name, region)
+        try:
+            action = ActionBase.model_validate_json(action_json)
+        except ValueError as exc:  # a definition the dispatcher read must read here too: a bug if not
+            log.error("the action process could not read an action: %s", exc)
+            outcome = Outcome(False, "Action - the emulator's action process could not read the action")
+        else:
+            outcome = await self.actions.execute(action, context)
+        with contextlib.suppress(ConnectionError):
+            self.frames.send((number, outcome.succeeded, outcome.message))
+
+    def _lost(self, exc: Exception | None) -> None:
+        for task in self.running:
+            task.cancel()
+        self.ended.set()
+
+    async def serve(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.create_unix_connection(lambda: self.frames, sock=sock)
+        try:
+            await self.ended.wait()
+            await asyncio.gather(*self.running, return_exceptions=True)
+        finally:
+            await self.actions.close()
+
+
+def _run_child(sock: socket.socket, settings: Settings) -> int:
+    """The action process's life, from the fork to its end (its exit status)."""
+    from scheduler_emulator.logs import configure_logging, stop_background_logging
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.SIG_IGN)
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        try:
+            import uvloop
+
+            loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop
+        except ImportError:  # pragma: no cover - uvloop is a dependency of uvicorn[standard]
+            loop_factory = None
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(_Child(Actions(settings)).serve(sock))
+        return 0
+    except BaseException:  # noqa: BLE001 - the child must end here, whatever happened
+        log.exception("the action process failed")
+        return 1
+    finally:
+        stop_background_logging()

@@ -1,0 +1,265 @@
+"""The action process (dispatcher/action_process.py): a started emulator sends its actions from a second process
+of its own, forked at start, and records what they answered as before. Seen from outside: the target's
+connection belongs to the emulator's child process (read from /proc: the peer's port, the socket's inode, the
+process holding it); the ``scheduler_action_process_up`` gauge; when the child is killed, the attempt it had in
+flight fails with a message that says so and later fires go out from the emulator itself; the child ends with the
+service. ``--action-process off`` sends from the emulator's own process."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from support.api_client import API, create_job, wait_history
+from support.names import Names
+from support.server import EmulatorPool, ServerProcess
+from support.waiting import wait_until
+
+from scheduler_emulator.dispatcher.action_process import _attempt_message
+from scheduler_emulator.dispatcher.actions import FireContext
+from scheduler_emulator.dispatcher.definitions import read_definition
+from scheduler_emulator.schemas.job import ActionBase
+
+PARAMS = {"api-version": API}
+
+
+class PeerRecorder:
+    """HTTP/1.1 on 127.0.0.1 that records each request's path and the client's port, and keeps the connection
+    open (keep-alive) so that the port's owner can be looked up; ``hold`` makes the next requests wait until
+    released."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int]] = []
+        self.arrived = threading.Condition()
+        self.release = threading.Event()
+        self.release.set()
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:  # noqa: N802
+                with recorder.arrived:
+                    recorder.seen.append((self.path, self.client_address[1]))
+                    recorder.arrived.notify_all()
+                recorder.release.wait(30)
+                self.send_response(200)
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def wait_for(self, path: str, timeout: float = 15) -> int:
+        """The client port of the first request for ``path``."""
+        with self.arrived:
+            found = self.arrived.wait_for(lambda: [port for seen, port in self.seen if seen == path], timeout)
+        assert found, f"no request for {path}; seen {self.seen}"
+        return found[0]
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def recorder() -> Iterator[PeerRecorder]:
+    server = PeerRecorder()
+    yield server
+    server.close()
+
+
+def socket_owner(local_port: int, candidates: list[int]) -> int | None:
+    """Which of ``candidates`` holds the TCP socket bound to 127.0.0.1:``local_port`` (/proc/net/tcp gives its
+    inode, /proc/PID/fd the process holding that inode)."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == local_port:
+            inodes.add(fields[9])
+    for pid in candidates:
+        for descriptor in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{descriptor}")
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                return pid
+    return None
+
+
+def children_of(pid: int) -> list[int]:
+    return [
+        int(child)
+        for task in os.listdir(f"/proc/{pid}/task")
+        for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+    ]
+
+
+def process_ended(pid: int) -> bool:
+    """Gone, or a zombie waiting for whoever adopted it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def gauge(server: ServerProcess) -> float:
+    with server.client() as http:
+        for line in http.get("/metrics").text.splitlines():
+            if line.startswith("scheduler_action_process_up "):
+                return float(line.split()[1])
+    raise AssertionError("no scheduler_action_process_up in /metrics")
+
+
+def fire_now(http: httpx.Client, names: Names, job: str, uri: str) -> None:
+    create_job(http, names, job, {"type": "Http", "request": {"uri": uri, "method": "GET"}})
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_the_target_is_called_from_the_action_process_unless_it_is_off(
+    mode: str, emulators: EmulatorPool, recorder: PeerRecorder, tmp_path: Path, names: Names
+) -> None:
+    server = emulators.start(tmp_path, "--action-process", mode)
+    assert server.process is not None
+    main = server.process.pid
+    children = children_of(main)
+    with server.client() as http:
+        fire_now(http, names, "j1", recorder.url("/fired"))
+        port = recorder.wait_for("/fired")
+        owner = socket_owner(port, [main, *children])
+        entries = wait_history(http, names.job_path("j1"), 1, 15, lambda: server.log_tail())
+    message = entries[0]["properties"]["message"]
+    assert entries[0]["properties"]["status"] == "Completed", message
+    assert message.startswith("Http Action - Response from host '127.0.0.1': 'OK'"), message
+    if mode == "on":
+        assert len(children) == 1, f"the emulator has children {children}"
+        assert owner == children[0], f"the request came from pid {owner}, not the action process {children[0]}"
+        assert gauge(server) == 1
+        assert f"actions are sent from the action process (pid {children[0]})" in server.log
+    else:
+        assert children == []
+        assert owner == main
+        assert gauge(server) == 0
+
+
+def test_a_killed_action_process_fails_its_attempt_in_flight_and_the_emulator_fires_on(
+    emulators: EmulatorPool, recorder: PeerRecorder, tmp_path: Path, names: Names
+) -> None:
+    server = emulators.start(tmp_path, "--action-process", "on")
+    assert server.process is not None
+    main = server.process.pid
+    (child,) = children_of(main)
+    recorder.release.clear()  # the first request waits: it is in flight when the action process is killed
+    with server.client() as http:
+        fire_now(http, names, "held", recorder.url("/held"))
+        recorder.wait_for("/held")
+        os.kill(child, signal.SIGKILL)
+        entries = wait_history(http, names.job_path("held"), 1, 15, lambda: server.log_tail())
+        held = entries[0]["properties"]
+        assert held["status"] == "Failed"
+        assert held["message"] == "Http Action - the outcome is unknown: the emulator's action process ended"
+        wait_until(lambda: gauge(server) == 0, 10, "the gauge down")
+        recorder.release.set()
+        fire_now(http, names, "after", recorder.url("/after"))
+        port = recorder.wait_for("/after")
+        assert socket_owner(port, [main]) == main  # sent by the emulator itself now
+        after = wait_history(http, names.job_path("after"), 1, 15, lambda: server.log_tail())
+        assert after[0]["properties"]["status"] == "Completed"
+        with http.stream("GET", "/_emulator/health") as health:
+            assert health.status_code == 200
+    wait_until(lambda: process_ended(child), 10, f"the killed action process {child} collected")
+    assert f"the action process (pid {child}) ended unexpectedly" in server.log
+    assert not Path(f"/proc/{child}").exists(), "the emulator did not collect its killed child (a zombie)"
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_the_action_process_ends_with_the_emulator(
+    how: str, emulators: EmulatorPool, tmp_path: Path, names: Names
+) -> None:
+    """Stopped (SIGTERM: the service closes its socket at shutdown) or killed (the socket closes with the
+    process), the emulator leaves no action process behind."""
+    server = emulators.start(tmp_path, "--action-process", "on")
+    assert server.process is not None
+    (child,) = children_of(server.process.pid)
+    server.process.send_signal(getattr(signal, how))
+    server.wait_exit(30)
+    wait_until(lambda: process_ended(child), 15, f"the action process {child} ended")
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        {"type": "Http", "request": {"uri": "http://h/x", "method": "GET"}},
+        {
+            "type": "Https",
+            "request": {
+                "uri": "https://h/x?q=1",
+                "method": "POST",
+                "body": "é\u0000☃",
+                "headers": {"X-A": "1", "content-type": "text/plain"},
+                "authentication": {"type": "Basic", "username": "u", "password": "p@ss"},
+            },
+            "retryPolicy": {"retryType": "Fixed", "retryInterval": "PT30S", "retryCount": 2},
+        },
+        {
+            "type": "Http",
+            "request": {
+                "uri": "http://h/",
+                "method": "PUT",
+                "authentication": {
+                    "type": "ActiveDirectoryOAuth",
+                    "tenant": "t",
+                    "audience": "https://a",
+                    "clientId": "c",
+                    "secret": "s",
+                },
+            },
+        },
+        {
+            "type": "StorageQueue",
+            "queueMessage": {"storageAccount": "acct", "queueName": "q", "sasToken": "sv=1&sig=x", "message": "m"},
+        },
+        {
+            "type": "ServiceBusTopic",
+            "serviceBusTopicMessage": {
+                "namespace": "ns-test",
+                "topicPath": "t",
+                "message": "m",
+                "transportType": "AMQP",
+                "authentication": {"type": "SharedAccessKey", "sasKeyName": "k", "sasKey": "v"},
+                "brokeredMessageProperties": {"contentType": "text/plain", "timeToLive": "PT1M"},
+                "customMessageProperties": {"a": "b"},
+            },
+        },
+    ],
+)
+def test_an_action_reaches_the_action_process_as_the_dispatcher_read_it(action: dict[str, object]) -> None:
+    """What RemoteActions sends (the action's JSON, its error action left out) reads back as the same action."""
+    properties = read_definition({"action": {**action, "errorAction": action}, "startTime": "2030-01-01T00:00:00Z"})
+    context = FireContext("tag", "request", datetime(2030, 1, 1, tzinfo=UTC), "job", "collection", "West US")
+    sent = pickle.loads(pickle.dumps(_attempt_message(7, properties.action, context)))
+    assert sent[0] == 7 and FireContext(*sent[2:]) == context
+    received = ActionBase.model_validate_json(sent[1])
+    assert received.model_dump() == properties.action.model_dump(exclude={"error_action"})
+    assert received.model_dump(exclude_unset=True) == properties.action.model_dump(
+        exclude_unset=True, exclude={"error_action"}
+    )
