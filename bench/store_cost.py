@@ -20,7 +20,7 @@ from pathlib import Path
 
 import harness as h
 
-from scheduler_emulator.app import tune_garbage_collector
+from scheduler_emulator.collector import tune_garbage_collector
 from scheduler_emulator.dispatcher.definitions import Claim, read_definition
 from scheduler_emulator.domain.history import history_id
 from scheduler_emulator.domain.states import ActionName, AttemptStatus

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -21,6 +20,7 @@ from scheduler_emulator.api.identity.routes import IdentityRoute
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
 from scheduler_emulator.api.preview import HeavyWork
 from scheduler_emulator.at_rest import secret_key
+from scheduler_emulator.collector import tune_garbage_collector
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.action_process import ActionProcess, RemoteActions
 from scheduler_emulator.dispatcher.firing import Actions, ActionSender
@@ -30,22 +30,6 @@ from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.store.database import ConnectionBounds, Database
 from scheduler_emulator.store.secrets import SecretBox
 from scheduler_emulator.virtual_clock import VirtualClock
-
-
-def tune_garbage_collector() -> None:
-    """The garbage collector, tuned once the service is built (also used by bench/store_cost.py)."""
-    # Everything built so far (modules, the app, SQLAlchemy and pydantic machinery: hundreds of thousands of
-    # objects) lives as long as the process: frozen out of the collector, a full collection no longer walks
-    # it. Those passes stalled the event loop for 70-100 ms every few seconds under load (p99 lateness at
-    # 1,000 fires/s: 69 ms before, 8 ms after; bench/README).
-    gc.collect()
-    gc.freeze()
-    # Young objects are collected every 100,000 allocations instead of 700: a fire allocates thousands, and
-    # the default made collection a steady share of each fire's CPU (3,000/s on SQLite: 2,721 → 3,000
-    # fires/s, p99 1,039 → 10 ms, CPU per fire 0.38 → 0.35 ms). What survives between collections is mostly
-    # occurrences claimed ahead, which each collection walks: at 3,000 fires/s on PostgreSQL, young
-    # collections took 0.20 s of a run's 7.3 s of CPU with 20,000, and 0.02 s with 100,000 (bench/README).
-    gc.set_threshold(100_000, 50, 100)
 
 
 def connection_bounds(settings: Settings) -> ConnectionBounds:

@@ -7,8 +7,8 @@ service. ``--action-process off`` sends from the emulator's own process."""
 
 from __future__ import annotations
 
+import marshal
 import os
-import pickle
 import signal
 import threading
 from collections.abc import Iterator
@@ -23,7 +23,7 @@ from support.names import Names
 from support.server import EmulatorPool, ServerProcess
 from support.waiting import wait_until
 
-from scheduler_emulator.dispatcher.action_process import _attempt_message
+from scheduler_emulator.dispatcher.action_process import attempt_message, context_of
 from scheduler_emulator.dispatcher.actions import FireContext
 from scheduler_emulator.dispatcher.definitions import read_definition
 from scheduler_emulator.schemas.job import ActionBase
@@ -256,8 +256,8 @@ def test_an_action_reaches_the_action_process_as_the_dispatcher_read_it(action: 
     """What RemoteActions sends (the action's JSON, its error action left out) reads back as the same action."""
     properties = read_definition({"action": {**action, "errorAction": action}, "startTime": "2030-01-01T00:00:00Z"})
     context = FireContext("tag", "request", datetime(2030, 1, 1, tzinfo=UTC), "job", "collection", "West US")
-    sent = pickle.loads(pickle.dumps(_attempt_message(7, properties.action, context)))
-    assert sent[0] == 7 and FireContext(*sent[2:]) == context
+    sent = marshal.loads(marshal.dumps(attempt_message(7, properties.action, context)))
+    assert sent[0] == 7 and context_of(sent[2:]) == context
     received = ActionBase.model_validate_json(sent[1])
     assert received.model_dump() == properties.action.model_dump(exclude={"error_action"})
     assert received.model_dump(exclude_unset=True) == properties.action.model_dump(
