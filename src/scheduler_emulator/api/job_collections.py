@@ -65,7 +65,7 @@ async def patch_collection(
 async def get_collection(request: Request, subscription_id: str, resource_group: str, collection_name: str) -> Response:
     ref = collection_ref(subscription_id, resource_group, collection_name)
     return JSONResponse(
-        await in_read_session(request, lambda session: collection_to_wire(collections.get(session, ref)))
+        await in_read_session(request, lambda session: collection_to_wire(collections.get(session, ref)), small=True)
     )
 
 

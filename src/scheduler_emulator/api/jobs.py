@@ -93,7 +93,7 @@ async def get_job(
         collection, job = jobs.get_in(session, ref, job_name)
         return job_to_wire(collection, job, style)
 
-    return JSONResponse(await in_read_session(request, work))
+    return JSONResponse(await in_read_session(request, work, small=True))
 
 
 @router.delete(JOB)
