@@ -49,7 +49,16 @@ def thread_names(pid: int) -> dict[int, str]:
     return names
 
 
-def run(path: str, jobs: int, window: float, get_rate: float, drain: float) -> None:
+def profile(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]:
+    """py-spy sampling ``pid``'s threads while they hold the interpreter lock (``--gil``), 250 Hz, raw stacks."""
+    py_spy = shutil.which("py-spy") or str(Path(h.PYTHON).parent / "py-spy")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([py_spy, "record", "-o", str(out), "--format", "raw", "-r", "250", "-d",
+                             str(int(seconds)), "-p", str(pid), "--threads", "--gil"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def run(path: str, jobs: int, window: float, get_rate: float, drain: float, profile_dir: Path | None = None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-threads-"))
     nginx = h.Nginx(tmp / "nginx")
     nginx.start()
@@ -69,11 +78,16 @@ def run(path: str, jobs: int, window: float, get_rate: float, drain: float) -> N
         before = thread_cpu(emulator.pid)
         children = h.children_of(emulator.pid)  # the action process (dispatcher/action_process.py), if any
         children_before = h.cpu_split_of(children)[0]
+        profilers = [profile(pid, profile_dir / f"{path}-{role}.txt", window + drain)
+                     for role, pid in (("main", emulator.pid), ("action", children[0] if children else None))
+                     if profile_dir is not None and pid is not None]
         if get_load is not None:
             get_load.start(window)
         time.sleep(window + drain)
         after = thread_cpu(emulator.pid)
         children_cpu = h.cpu_split_of(children)[0] - children_before
+        for profiler in profilers:
+            profiler.wait(60)
         if get_load is not None:
             get_load.join()
         names = thread_names(emulator.pid)
@@ -104,9 +118,12 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=10.0, help="seconds over which the jobs fall due")
     parser.add_argument("--get-rate", type=float, default=0.0, help="GET job requests/s during the window")
     parser.add_argument("--drain", type=float, default=5.0, help="seconds counted after the window")
+    parser.add_argument("--profile", type=Path, help="also write py-spy stacks (--gil) of the emulator's process "
+                        "and of its action process over the window to this directory, as PATH-main.txt and "
+                        "PATH-action.txt")
     args = parser.parse_args()
     for path in args.paths.split(","):
-        run(path.strip(), int(args.rate * args.window), args.window, args.get_rate, args.drain)
+        run(path.strip(), int(args.rate * args.window), args.window, args.get_rate, args.drain, args.profile)
 
 
 if __name__ == "__main__":
