@@ -200,9 +200,11 @@ async def in_read_session(request: Request, work: Callable[[Session], T], *, sma
     or a worker thread; domain errors become ARM errors. A write through its session fails.
 
     ``small``: the read is of a row or two (a job, a collection). On a SQLite file, which never makes a reader
-    wait, it then runs here on the event loop, in one go: on a reader thread it took the interpreter lock
-    back after each call into SQLite, each time behind the event loop's and the dispatcher's threads, so a
-    0.2 ms read of a job took 20-170 ms to answer (p99) while 3,000 fires/s ran (bench/README)."""
+    wait, it then runs here on the event loop, in one go. On a reader thread it took the interpreter lock back
+    after each call into SQLite, behind the event loop's and the dispatcher's threads: with 3,000 fires/s and
+    100 GET job/s, the reader threads used 1.46 ms of CPU per GET; on the loop a GET costs about 0.4 ms
+    (bench/thread_cpu.py). GET p99 in that run went from 175 to 22 ms, together with a change to the action
+    process (bench/README, issue 33, sixth session)."""
     database: Database = request.app.state.database
 
     def run() -> T:
