@@ -22,7 +22,7 @@ from scheduler_emulator.api.preview import HeavyWork
 from scheduler_emulator.at_rest import secret_key
 from scheduler_emulator.collector import tune_garbage_collector
 from scheduler_emulator.config import Settings
-from scheduler_emulator.dispatcher.action_process import ActionProcess, RemoteActions
+from scheduler_emulator.dispatcher.action_process import ACTION_ANSWER_MARGIN, ActionProcess, RemoteActions
 from scheduler_emulator.dispatcher.firing import Actions, ActionSender
 from scheduler_emulator.dispatcher.loop import Dispatcher, Pacing
 from scheduler_emulator.domain.clock import Clock, WallClock
@@ -76,7 +76,12 @@ def create_app(
             local = Actions(settings)
             actions: ActionSender = local
             if action_process is not None:  # the same actions, sent from the action process while it runs
-                remote = RemoteActions(action_process, local, up=app.state.metrics.action_process.set)
+                remote = RemoteActions(
+                    action_process,
+                    local,
+                    up=app.state.metrics.action_process.set,
+                    patience=settings.action_timeout + ACTION_ANSWER_MARGIN,
+                )
                 await remote.start()
                 actions = remote
             dispatcher = Dispatcher(

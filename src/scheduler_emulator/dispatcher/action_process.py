@@ -43,6 +43,9 @@ log = logging.getLogger("scheduler_emulator.dispatcher")
 
 _LENGTH = struct.Struct("!I")
 EXIT_WAIT_SECONDS = 5.0  # how long close() waits for the action process to end before killing it
+# Seconds beyond the action timeout that an attempt may go unanswered before it fails (a token fetch, redirects
+# and the answer's way back all fit well within it).
+ACTION_ANSWER_MARGIN = 30.0
 
 
 def wanted(settings: Settings) -> bool:
@@ -159,22 +162,34 @@ class ActionProcess:
 
 class RemoteActions:
     """``firing.Actions``'s interface, carried out by the action process; by ``local`` (the same, in this
-    process) once the action process has ended. ``up`` is told 1 or 0 as it starts and ends."""
+    process) once the action process has ended. ``up`` is told 1 or 0 as it starts and ends. An attempt the
+    action process has not answered after ``patience`` seconds (its action timeout bounds it there; a process
+    stopped by a signal would never answer) fails, so that no occurrence waits for ever."""
 
-    def __init__(self, process: ActionProcess, local: Actions, up: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self,
+        process: ActionProcess,
+        local: Actions,
+        up: Callable[[float], None] | None = None,
+        patience: float = 90.0,
+    ) -> None:
         self.process = process
         self.local = local
+        self.patience = patience
         self._up = up or (lambda value: None)
         self._frames: Frames | None = None
-        self._pending: dict[int, tuple[asyncio.Future[tuple[bool, str]], str]] = {}
+        # By attempt number, so oldest first: (its future, its action type, when it was sent on the loop's clock).
+        self._pending: dict[int, tuple[asyncio.Future[tuple[bool, str]], str, float]] = {}
         self._ids = itertools.count()
         self._closing = False
+        self._watchdog: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Connect to the action process (on the running loop)."""
         frames = Frames(self._answered, self._lost)
         await asyncio.get_running_loop().create_unix_connection(lambda: frames, sock=self.process.sock)
         self._frames = frames
+        self._watchdog = asyncio.create_task(self._watch(), name="action-process-watchdog")
         self._up(1)
         log.info("actions are sent from the action process (pid %d)", self.process.pid)
 
@@ -183,8 +198,9 @@ class RemoteActions:
         if frames is None:
             return await self.local.execute(action, context)
         number = next(self._ids)
-        future: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
-        self._pending[number] = (future, action.type)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[bool, str]] = loop.create_future()
+        self._pending[number] = (future, action.type, loop.time())
         try:
             try:
                 frames.send(attempt_message(number, action, context))
@@ -201,18 +217,36 @@ class RemoteActions:
         if waiting is not None and not waiting[0].done():
             waiting[0].set_result((succeeded, text))
 
+    async def _watch(self) -> None:
+        """Fail the attempts the action process has not answered within ``patience``, every few seconds."""
+        loop = asyncio.get_running_loop()
+        while self._frames is not None:
+            await asyncio.sleep(min(5.0, self.patience / 4))
+            cutoff = loop.time() - self.patience
+            for future, action_type, sent in list(self._pending.values()):
+                if sent > cutoff:
+                    break
+                if not future.done():
+                    why = f"the emulator's action process did not answer within {self.patience:g} s"
+                    future.set_result((False, f"{action_type} Action - the outcome is unknown: {why}"))
+
+    def _reap_soon(self, tries: int = 100) -> None:
+        """Collect the ended action process: its socket may close a moment before it can be collected."""
+        if not self.process.reap() and tries > 0:
+            asyncio.get_running_loop().call_later(0.1, self._reap_soon, tries - 1)
+
     def _lost(self, exc: Exception | None) -> None:
         self._frames = None
         self._up(0)
         if not self._closing:
-            self.process.reap()
+            self._reap_soon()
             log.error(
                 "the action process (pid %d) ended unexpectedly; the %d attempts it had in flight count as failed, "
                 "and this process sends the actions from now on",
                 self.process.pid,
                 len(self._pending),
             )
-        for future, action_type in self._pending.values():
+        for future, action_type, _ in self._pending.values():
             if not future.done():
                 future.set_result(
                     (False, f"{action_type} Action - the outcome is unknown: the emulator's action process ended")
@@ -220,6 +254,8 @@ class RemoteActions:
 
     async def close(self) -> None:
         self._closing = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         if self._frames is not None and self._frames.transport is not None:
             self._frames.transport.close()
         await self.process.stop()

@@ -1,0 +1,80 @@
+"""RemoteActions (dispatcher/action_process.py) against a peer that never answers: the far end of its socket pair,
+held by the test, and a real child process standing for the action process. An attempt left unanswered past
+``patience`` fails with a message that says so (a stopped action process must not hold an occurrence for ever);
+when the peer's socket closes, the attempts in flight fail and later ones run in this process; closing kills and
+collects a child that does not end by itself."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from support.target_server import TargetServer
+
+from scheduler_emulator.config import Settings
+from scheduler_emulator.dispatcher.action_process import ActionProcess, RemoteActions
+from scheduler_emulator.dispatcher.actions import FireContext
+from scheduler_emulator.dispatcher.definitions import read_definition
+from scheduler_emulator.dispatcher.firing import Actions
+
+CONTEXT = FireContext("tag", "request", datetime(2030, 1, 1, tzinfo=UTC), "job", "collection", "West US")
+
+
+def http_action(uri: str):  # type: ignore[no-untyped-def]
+    return read_definition({"action": {"type": "Http", "request": {"uri": uri, "method": "GET"}}}).action
+
+
+def silent_child() -> subprocess.Popen[bytes]:
+    """A child that never ends by itself (standing for an action process that has stopped answering)."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+
+
+def test_an_unanswered_attempt_fails_after_patience_and_close_collects_the_child(tmp_path: Path) -> None:
+    async def scenario() -> tuple[list[str], int | None]:
+        ours, peer = socket.socketpair()
+        child = silent_child()
+        remote = RemoteActions(ActionProcess(child.pid, ours), Actions(Settings(data_dir=tmp_path)), patience=0.3)
+        await remote.start()
+        outcome = await asyncio.wait_for(remote.execute(http_action("http://127.0.0.1:9/x"), CONTEXT), 10)
+        received = peer.recv(65536)
+        await remote.close()
+        peer.close()
+        return [outcome.message, str(outcome.succeeded), received.decode("latin-1")], child.poll()
+
+    (message, succeeded, received), status = asyncio.run(scenario())
+    assert succeeded == "False"
+    assert message == (
+        "Http Action - the outcome is unknown: the emulator's action process did not answer within 0.3 s"
+    )
+    assert "http://127.0.0.1:9/x" in received  # the attempt was sent to the peer
+    assert status is not None  # killed and collected by close()
+
+
+def test_when_the_peer_closes_the_attempt_in_flight_fails_and_later_ones_run_here(
+    tmp_path: Path, target: TargetServer
+) -> None:
+    async def scenario() -> tuple[str, str, bool, float]:
+        ours, peer = socket.socketpair()
+        child = silent_child()
+        remote = RemoteActions(ActionProcess(child.pid, ours), Actions(Settings(data_dir=tmp_path)), patience=60)
+        gauge: list[float] = []
+        remote._up = gauge.append  # the gauge's setter, as the app passes it
+        await remote.start()
+        in_flight = asyncio.create_task(remote.execute(http_action(target.url("/never")), CONTEXT))
+        await asyncio.sleep(0.2)
+        peer.close()  # the action process's end goes away
+        first = await asyncio.wait_for(in_flight, 10)
+        later = await asyncio.wait_for(remote.execute(http_action(target.url("/later")), CONTEXT), 10)
+        child.kill()
+        await remote.close()
+        return first.message, later.message, later.succeeded, gauge[-1]
+
+    first, later, later_succeeded, gauge = asyncio.run(scenario())
+    assert first == "Http Action - the outcome is unknown: the emulator's action process ended"
+    assert later_succeeded, later
+    assert target.requests("/later") and not target.requests("/never")
+    assert gauge == 0
