@@ -7,16 +7,22 @@ collects a child that does not end by itself."""
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import marshal
 import socket
+import struct
 import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import pytest
 from support.target_server import TargetServer
 
 from scheduler_emulator.config import Settings
-from scheduler_emulator.dispatcher.action_process import ActionProcess, RemoteActions
+from scheduler_emulator.dispatcher.action_process import ActionProcess, RemoteActions, _Child, attempt_message
 from scheduler_emulator.dispatcher.actions import FireContext
 from scheduler_emulator.dispatcher.definitions import read_definition
 from scheduler_emulator.dispatcher.firing import Actions
@@ -78,3 +84,31 @@ def test_when_the_peer_closes_the_attempt_in_flight_fails_and_later_ones_run_her
     assert later_succeeded, later
     assert target.requests("/later") and not target.requests("/never")
     assert gauge == 0
+
+
+def test_an_action_the_action_process_cannot_read_fails_and_its_secrets_are_not_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The action process's side (``_Child``) over a real socket pair: an action that does not read back (a bug
+    if it happens: the dispatcher read it) is a failed attempt, and the log says where, not what."""
+
+    async def scenario() -> tuple[Any, ...]:
+        ours, theirs = socket.socketpair()
+        child = _Child(Actions(Settings(data_dir=tmp_path)))
+        serving = asyncio.create_task(child.serve(theirs))
+        reader, writer = await asyncio.open_unix_connection(sock=ours)
+        secret = {"type": "Basic", "password": "s3cret"}
+        bad = json.dumps({"type": "Http", "request": {"uri": "not a uri", "authentication": secret}})
+        payload = marshal.dumps((5, bad, *attempt_message(0, http_action("http://h/"), CONTEXT)[2:]))
+        writer.write(struct.pack("!I", len(payload)) + payload)
+        length = struct.unpack("!I", await asyncio.wait_for(reader.readexactly(4), 10))[0]
+        answer = marshal.loads(await reader.readexactly(length))
+        writer.close()
+        await asyncio.wait_for(serving, 10)
+        return answer
+
+    with caplog.at_level(logging.ERROR, logger="scheduler_emulator.dispatcher"):
+        answer = asyncio.run(scenario())
+    assert answer == (5, False, "Action - the emulator's action process could not read the action")
+    assert "could not read an action (at request" in caplog.text
+    assert "s3cret" not in caplog.text

@@ -10,12 +10,12 @@ the outbound policy, timeouts, client certificates, tokens, and the scrubbing of
 attempt reports. What it answers is recorded by the dispatcher as before.
 
 The messages are ``marshal`` tuples over a socket pair between the process and its own fork (nothing else can
-reach it). An
-attempt goes as its action's JSON and its context; the answer is its outcome. When the action process ends (a
-crash, a kill), the attempts it had in flight fail with a message that says so (their retry policies apply) and
-the dispatcher sends every later attempt from its own process. The action process ignores SIGINT and SIGTERM (a
-terminal's Ctrl-C reaches the whole process group; the service decides when attempts stop) and ends when the
-socket closes: at the service's shutdown, or when the service's process is gone however it ended."""
+reach it). An attempt goes as its action's JSON and its context; the answer is its outcome. When the action
+process ends (a crash, a kill), the attempts it had in flight fail with a message that says so (their retry
+policies apply) and the dispatcher sends every later attempt from its own process. The action process ignores
+SIGINT and SIGTERM (a terminal's Ctrl-C reaches the whole process group; the service decides when attempts stop)
+and ends when the socket closes: at the service's shutdown, or when the service's process is gone however it
+ended."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
+
+from pydantic import ValidationError
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
@@ -301,8 +303,10 @@ class _Child:
         context = context_of(context_fields)
         try:
             action = ActionBase.model_validate_json(action_json)
-        except ValueError as exc:  # a definition the dispatcher read must read here too: a bug if not
-            log.error("the action process could not read an action: %s", exc)
+        except ValidationError as exc:  # a definition the dispatcher read must read here too: a bug if not
+            # Where, not what: the values may hold the job's secrets.
+            where = ", ".join(".".join(map(str, error["loc"])) for error in exc.errors(include_input=False))
+            log.error("the action process could not read an action (at %s)", where)
             outcome = Outcome(False, "Action - the emulator's action process could not read the action")
         else:
             outcome = await self.actions.execute(action, context)
