@@ -66,9 +66,9 @@ def test_when_the_peer_closes_the_attempt_in_flight_fails_and_later_ones_run_her
     async def scenario() -> tuple[str, str, bool, float]:
         ours, peer = socket.socketpair()
         child = silent_child()
-        remote = RemoteActions(ActionProcess(child.pid, ours), Actions(Settings(data_dir=tmp_path)), patience=60)
-        gauge: list[float] = []
-        remote._up = gauge.append  # the gauge's setter, as the app passes it
+        gauge: list[float] = []  # what the gauge is set to (the app passes the gauge's setter)
+        local = Actions(Settings(data_dir=tmp_path))
+        remote = RemoteActions(ActionProcess(child.pid, ours), local, up=gauge.append, patience=60)
         await remote.start()
         in_flight = asyncio.create_task(remote.execute(http_action(target.url("/never")), CONTEXT))
         await asyncio.sleep(0.2)

@@ -10,10 +10,7 @@ from __future__ import annotations
 import marshal
 import os
 import signal
-import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -21,6 +18,7 @@ import pytest
 from support.api_client import API, create_job, wait_history
 from support.names import Names
 from support.server import EmulatorPool, ServerProcess
+from support.target_server import TargetServer
 from support.waiting import wait_until
 
 from scheduler_emulator.dispatcher.action_process import attempt_message, context_of
@@ -29,61 +27,6 @@ from scheduler_emulator.dispatcher.definitions import read_definition
 from scheduler_emulator.schemas.job import ActionBase
 
 PARAMS = {"api-version": API}
-
-
-class PeerRecorder:
-    """HTTP/1.1 on 127.0.0.1 that records each request's path and the client's port, and keeps the connection
-    open (keep-alive) so that the port's owner can be looked up; ``hold`` makes the next requests wait until
-    released."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, int]] = []
-        self.arrived = threading.Condition()
-        self.release = threading.Event()
-        self.release.set()
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:  # noqa: N802
-                with recorder.arrived:
-                    recorder.seen.append((self.path, self.client_address[1]))
-                    recorder.arrived.notify_all()
-                recorder.release.wait(30)
-                self.send_response(200)
-                self.send_header("content-length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
-
-    def wait_for(self, path: str, timeout: float = 15) -> int:
-        """The client port of the first request for ``path``."""
-        with self.arrived:
-            found = self.arrived.wait_for(lambda: [port for seen, port in self.seen if seen == path], timeout)
-        assert found, f"no request for {path}; seen {self.seen}"
-        return found[0]
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def recorder() -> Iterator[PeerRecorder]:
-    server = PeerRecorder()
-    yield server
-    server.close()
 
 
 def socket_owner(local_port: int, candidates: list[int]) -> int | None:
@@ -136,16 +79,16 @@ def fire_now(http: httpx.Client, names: Names, job: str, uri: str) -> None:
 
 @pytest.mark.parametrize("mode", ["on", "off"])
 def test_the_target_is_called_from_the_action_process_unless_it_is_off(
-    mode: str, emulators: EmulatorPool, recorder: PeerRecorder, tmp_path: Path, names: Names
+    mode: str, emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names
 ) -> None:
     server = emulators.start(tmp_path, "--action-process", mode)
     assert server.process is not None
     main = server.process.pid
     children = children_of(main)
     with server.client() as http:
-        fire_now(http, names, "j1", recorder.url("/fired"))
-        port = recorder.wait_for("/fired")
-        owner = socket_owner(port, [main, *children])
+        fire_now(http, names, "j1", target.url("/fired"))
+        (fired,) = target.wait_for(1, 15, "/fired")
+        owner = socket_owner(fired.client_port, [main, *children])
         entries = wait_history(http, names.job_path("j1"), 1, 15, lambda: server.log_tail())
     message = entries[0]["properties"]["message"]
     assert entries[0]["properties"]["status"] == "Completed", message
@@ -162,26 +105,25 @@ def test_the_target_is_called_from_the_action_process_unless_it_is_off(
 
 
 def test_a_killed_action_process_fails_its_attempt_in_flight_and_the_emulator_fires_on(
-    emulators: EmulatorPool, recorder: PeerRecorder, tmp_path: Path, names: Names
+    emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names
 ) -> None:
     server = emulators.start(tmp_path, "--action-process", "on")
     assert server.process is not None
     main = server.process.pid
     (child,) = children_of(main)
-    recorder.release.clear()  # the first request waits: it is in flight when the action process is killed
+    target.respond("/held", delay=10)  # recorded on arrival, answered later: in flight when the child is killed
     with server.client() as http:
-        fire_now(http, names, "held", recorder.url("/held"))
-        recorder.wait_for("/held")
+        fire_now(http, names, "held", target.url("/held"))
+        target.wait_for(1, 15, "/held")
         os.kill(child, signal.SIGKILL)
         entries = wait_history(http, names.job_path("held"), 1, 15, lambda: server.log_tail())
         held = entries[0]["properties"]
         assert held["status"] == "Failed"
         assert held["message"] == "Http Action - the outcome is unknown: the emulator's action process ended"
         wait_until(lambda: gauge(server) == 0, 10, "the gauge down")
-        recorder.release.set()
-        fire_now(http, names, "after", recorder.url("/after"))
-        port = recorder.wait_for("/after")
-        assert socket_owner(port, [main]) == main  # sent by the emulator itself now
+        fire_now(http, names, "after", target.url("/after"))
+        (after_request,) = target.wait_for(1, 15, "/after")
+        assert socket_owner(after_request.client_port, [main]) == main  # sent by the emulator itself now
         after = wait_history(http, names.job_path("after"), 1, 15, lambda: server.log_tail())
         assert after[0]["properties"]["status"] == "Completed"
         with http.stream("GET", "/_emulator/health") as health:

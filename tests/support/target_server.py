@@ -26,13 +26,21 @@ class Received:
     query: str
     headers: dict[str, str]  # names lower-cased
     body: bytes
+    client_port: int  # the sender's end of the connection
 
     @classmethod
     def of(cls, request: RecordedRequest) -> Received:
         assert request.arrived is not None
         query = request.path.partition("?")[2]
         return cls(
-            request.arrived, request.monotonic, request.method, request.route, query, request.headers, request.body
+            request.arrived,
+            request.monotonic,
+            request.method,
+            request.route,
+            query,
+            request.headers,
+            request.body,
+            request.client_port,
         )
 
     def header(self, name: str) -> str | None:

@@ -322,6 +322,7 @@ class RecordedRequest:
     body: bytes
     arrived: datetime | None = None  # UTC, once the headers and body were read
     monotonic: float = 0.0  # time.monotonic() at arrival (for gaps between requests)
+    client_port: int = 0  # the sender's end of the connection (which process sent it: /proc/net/tcp names it)
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
@@ -388,6 +389,7 @@ class HttpTarget:
                     body,
                     datetime.now(UTC),
                     time.monotonic(),
+                    self.client_address[1],
                 )
                 status, payload, delay, extra = target._record(request)
                 if delay:
