@@ -16,10 +16,12 @@ from support.scratch_store import add_collection, add_job, scratch_database
 from support.target_server import TargetServer
 
 from scheduler_emulator.config import Settings
+from scheduler_emulator.dispatcher.actions import FireContext, Outcome
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.loop import Dispatcher
 from scheduler_emulator.domain.clock import WallClock
 from scheduler_emulator.metrics import Metrics
+from scheduler_emulator.schemas.job import ActionBase
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobHistoryRow
 
@@ -83,3 +85,64 @@ def test_occurrences_claimed_ahead_fire_on_time_with_few_timer_wakeups(
     # One timer per occurrence, plus at most a couple more when a timer goes off a little early: never a
     # timer re-armed at once, over and over, until its time comes.
     assert JOBS <= wakeups <= 3 * JOBS, wakeups
+
+
+class Recording:
+    """The actions, recording each attempt's context as the dispatcher hands it over."""
+
+    def __init__(self, actions: Actions) -> None:
+        self.actions = actions
+        self.contexts: list[FireContext] = []
+
+    async def execute(self, action: ActionBase, context: FireContext) -> Outcome:
+        self.contexts.append(context)
+        return await self.actions.execute(action, context)
+
+    async def close(self) -> None:
+        await self.actions.close()
+
+
+class SetClock(WallClock):
+    """A test's clock set a day ahead of real time: not the wall clock the actions hold attempts by."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + timedelta(days=1)
+
+
+@pytest.mark.parametrize("clock", [WallClock(), SetClock()], ids=["wall-clock", "set-clock"])
+def test_an_occurrence_claimed_ahead_is_handed_over_early_and_held_until_its_time(
+    database: Database, target: TargetServer, clock: WallClock
+) -> None:
+    """On the wall clock, an occurrence claimed ahead is handed to the actions with its time (HAND_OFF_LEAD
+    before it), which hold it until then: it goes out at or after its time, and its history entry starts when it
+    went out. On any other clock nothing is held (the actions' clock is not the scheduler's)."""
+    collection = add_collection(database)
+    start = clock.now() + timedelta(seconds=1.2)
+    for index in range(5):
+        add_job(
+            database, collection, f"h{index}", start + timedelta(milliseconds=97 * index), uri=target.url(f"/h{index}")
+        )
+    settings = Settings(database_url=database.url, claim_ahead=2, poll_interval=60, shutdown_grace=10)
+
+    async def scenario() -> list[FireContext]:
+        recording = Recording(Actions(settings))
+        dispatcher = Dispatcher(database, clock=clock, settings=settings, actions=recording, metrics=Metrics())
+        dispatcher.start()
+        try:
+            await asyncio.to_thread(target.wait_for, 5, 20)
+        finally:
+            await dispatcher.stop(grace=10)
+            await recording.close()
+        return recording.contexts
+
+    contexts = uvloop.run(scenario())
+    assert len(contexts) == 5
+    if type(clock) is WallClock:
+        assert all(c.not_before == c.expected_time.timestamp() for c in contexts), contexts
+        arrivals = {r.path: r.wall for r in target.requests()}
+        assert all(arrivals[f"/h{i}"] >= start + timedelta(milliseconds=97 * i) for i in range(5)), arrivals
+        with database.session() as session:
+            recorded = session.execute(select(JobHistoryRow.start_time, JobHistoryRow.expected_execution_time)).all()
+        assert len(recorded) == 5 and all(_utc(s) >= _utc(e) for s, e in recorded), recorded
+    else:
+        assert all(c.not_before is None for c in contexts), contexts

@@ -7,6 +7,7 @@ collects a child that does not end by itself."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import marshal
@@ -14,6 +15,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -109,6 +111,30 @@ def test_an_action_the_action_process_cannot_read_fails_and_its_secrets_are_not_
 
     with caplog.at_level(logging.ERROR, logger="scheduler_emulator.dispatcher"):
         answer = asyncio.run(scenario())
-    assert answer == (5, False, "Action - the emulator's action process could not read the action")
+    assert answer == (5, False, "Action - the emulator's action process could not read the action", None)
     assert "could not read an action (at request" in caplog.text
     assert "s3cret" not in caplog.text
+
+
+def test_an_attempt_held_until_its_time_goes_out_then_and_says_when(tmp_path: Path, target: TargetServer) -> None:
+    """An attempt handed over before its time (``not_before``, as the dispatcher does for occurrences claimed
+    ahead) is held by the action process's side until then, never sent early; the answer says when it went."""
+
+    async def scenario() -> tuple[float, Any]:
+        ours, theirs = socket.socketpair()
+        child = silent_child()  # stands for the action process's pid; _Child serves on this loop
+        settings = Settings(data_dir=tmp_path)
+        serving = asyncio.create_task(_Child(Actions(settings)).serve(theirs))
+        remote = RemoteActions(ActionProcess(child.pid, ours), Actions(settings), patience=60)
+        await remote.start()
+        not_before = time.time() + 0.3
+        context = dataclasses.replace(CONTEXT, not_before=not_before)
+        outcome = await asyncio.wait_for(remote.execute(http_action(target.url("/held")), context), 10)
+        await remote.close()
+        await asyncio.wait_for(serving, 10)
+        return not_before, outcome
+
+    not_before, outcome = asyncio.run(scenario())
+    assert outcome.succeeded, outcome.message
+    (arrived,) = target.requests("/held")
+    assert outcome.started is not None and not_before <= outcome.started <= arrived.wall.timestamp()

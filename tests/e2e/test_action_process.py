@@ -197,7 +197,9 @@ def test_the_action_process_ends_with_the_emulator(
 def test_an_action_reaches_the_action_process_as_the_dispatcher_read_it(action: dict[str, object]) -> None:
     """What RemoteActions sends (the action's JSON, its error action left out) reads back as the same action."""
     properties = read_definition({"action": {**action, "errorAction": action}, "startTime": "2030-01-01T00:00:00Z"})
-    context = FireContext("tag", "request", datetime(2030, 1, 1, tzinfo=UTC), "job", "collection", "West US")
+    context = FireContext(
+        "tag", "request", datetime(2030, 1, 1, tzinfo=UTC), "job", "collection", "West US", 1_900_000_000.25
+    )
     sent = marshal.loads(marshal.dumps(attempt_message(7, properties.action, context)))
     assert sent[0] == 7 and context_of(sent[2:]) == context
     received = ActionBase.model_validate_json(sent[1])

@@ -10,7 +10,8 @@ the outbound policy, timeouts, client certificates, tokens, and the scrubbing of
 attempt reports. What it answers is recorded by the dispatcher as before.
 
 The messages are ``marshal`` tuples over a socket pair between the process and its own fork (nothing else can
-reach it). An attempt goes as its action's JSON and its context; the answer is its outcome. When the action
+reach it). An attempt goes as its action's JSON and its context (with the time before which it must not go out:
+loop.HAND_OFF_LEAD); the answer is its outcome (and when it went out, if it was held). When the action
 process ends (a crash, a kill), the attempts it had in flight fail with a message that says so (their retry
 policies apply) and the dispatcher sends every later attempt from its own process. The action process ignores
 SIGINT and SIGTERM (a terminal's Ctrl-C reaches the whole process group; the service decides when attempts stop)
@@ -30,6 +31,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -181,7 +183,7 @@ class RemoteActions:
         self._up = up or (lambda value: None)
         self._frames: Frames | None = None
         # By attempt number, so oldest first: (its future, its action type, when it was sent on the loop's clock).
-        self._pending: dict[int, tuple[asyncio.Future[tuple[bool, str]], str, float]] = {}
+        self._pending: dict[int, tuple[asyncio.Future[tuple[bool, str, float | None]], str, float]] = {}
         self._ids = itertools.count()
         self._closing = False
         self._watchdog: asyncio.Task[None] | None = None
@@ -201,23 +203,25 @@ class RemoteActions:
             return await self.local.execute(action, context)
         number = next(self._ids)
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[tuple[bool, str]] = loop.create_future()
-        self._pending[number] = (future, action.type, loop.time())
+        future: asyncio.Future[tuple[bool, str, float | None]] = loop.create_future()
+        # Held attempts (context.not_before) wait there before they go: the patience counts from their time.
+        held = max(0.0, context.not_before - time.time()) if context.not_before is not None else 0.0
+        self._pending[number] = (future, action.type, loop.time() + held)
         try:
             try:
                 frames.send(attempt_message(number, action, context))
             except ConnectionError:  # closing: the action process is ending (_lost follows)
                 return await self.local.execute(action, context)
-            succeeded, message = await future
+            succeeded, message, started = await future
         finally:
             self._pending.pop(number, None)
-        return Outcome(succeeded, message)
+        return Outcome(succeeded, message, started)
 
-    def _answered(self, message: tuple[int, bool, str]) -> None:
-        number, succeeded, text = message
+    def _answered(self, message: tuple[int, bool, str, float | None]) -> None:
+        number, succeeded, text, started = message
         waiting = self._pending.get(number)
         if waiting is not None and not waiting[0].done():
-            waiting[0].set_result((succeeded, text))
+            waiting[0].set_result((succeeded, text, started))
 
     async def _watch(self) -> None:
         """Fail the attempts the action process has not answered within ``patience``, every few seconds."""
@@ -230,7 +234,7 @@ class RemoteActions:
                     break
                 if not future.done():
                     why = f"the emulator's action process did not answer within {self.patience:g} s"
-                    future.set_result((False, f"{action_type} Action - the outcome is unknown: {why}"))
+                    future.set_result((False, f"{action_type} Action - the outcome is unknown: {why}", None))
 
     def _reap_soon(self, tries: int = 100) -> None:
         """Collect the ended action process: its socket may close a moment before it can be collected."""
@@ -251,7 +255,7 @@ class RemoteActions:
         for future, action_type, _ in self._pending.values():
             if not future.done():
                 future.set_result(
-                    (False, f"{action_type} Action - the outcome is unknown: the emulator's action process ended")
+                    (False, f"{action_type} Action - the outcome is unknown: the emulator's action process ended", None)
                 )
 
     async def close(self) -> None:
@@ -276,13 +280,16 @@ def attempt_message(number: int, action: ActionBase, context: FireContext) -> tu
         context.job_name,
         context.collection_name,
         context.region,
+        context.not_before,
     )
 
 
-def context_of(fields: tuple[str, ...]) -> FireContext:
+def context_of(fields: tuple[Any, ...]) -> FireContext:
     """The context from the fields ``attempt_message`` sent (the expected time as ISO 8601)."""
-    tag, request_id, expected_time, job_name, collection_name, region = fields
-    return FireContext(tag, request_id, datetime.fromisoformat(expected_time), job_name, collection_name, region)
+    tag, request_id, expected_time, job_name, collection_name, region, not_before = fields
+    return FireContext(
+        tag, request_id, datetime.fromisoformat(expected_time), job_name, collection_name, region, not_before
+    )
 
 
 class _Child:
@@ -299,7 +306,7 @@ class _Child:
         self.running.add(task)
         task.add_done_callback(self.running.discard)
 
-    async def _attempt(self, number: int, action_json: str, *context_fields: str) -> None:
+    async def _attempt(self, number: int, action_json: str, *context_fields: Any) -> None:
         context = context_of(context_fields)
         try:
             action = ActionBase.model_validate_json(action_json)
@@ -311,7 +318,7 @@ class _Child:
         else:
             outcome = await self.actions.execute(action, context)
         with contextlib.suppress(ConnectionError):
-            self.frames.send((number, outcome.succeeded, outcome.message))
+            self.frames.send((number, outcome.succeeded, outcome.message, outcome.started))
 
     def _lost(self, exc: Exception | None) -> None:
         for task in self.running:

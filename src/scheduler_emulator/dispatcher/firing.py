@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import time
 import traceback
 from collections.abc import Callable
 from types import ModuleType
@@ -19,6 +20,8 @@ from scheduler_emulator.schemas.job_shape import PAYLOAD_OF, scrub, secrets_of_a
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
 
+TIMER_RESOLUTION = 0.001  # seconds: the event loop's (uvloop's) timers count whole milliseconds
+
 
 class ActionSender(Protocol):
     """What the dispatcher fires through: ``Actions`` here, or action_process.RemoteActions."""
@@ -26,6 +29,16 @@ class ActionSender(Protocol):
     async def execute(self, action: ActionBase, context: FireContext) -> Outcome: ...
 
     async def close(self) -> None: ...
+
+
+async def hold_until(moment: float) -> None:
+    """Return once the wall clock reads ``moment`` (seconds since the epoch) or later. The loop's timers run on
+    the monotonic clock in whole milliseconds, so a timer can go off a little early: it waits the rest."""
+    for _ in range(100):
+        rest = moment - time.time()
+        if rest <= 0:
+            return
+        await asyncio.sleep(max(rest, TIMER_RESOLUTION))
 
 
 class OnFirstUse:
@@ -91,13 +104,17 @@ class Actions:
         if runner is None or payload is None:
             return Outcome(False, f"{action.type} Action - the action has no payload")
         secrets = secrets_of_action(action)
+        started = None
+        if context.not_before is not None:
+            await hold_until(context.not_before)
+            started = time.time()
         try:
             outcome = await runner.execute(payload, context)
         except Exception as exc:  # noqa: BLE001 - a failed attempt; its traceback logged with the secrets scrubbed
             reason = scrub(f"{type(exc).__name__}: {exc}", secrets)
             log.error("%s action raised unexpectedly: %s", action.type, scrub(traceback.format_exc(), secrets))
-            return Outcome(False, f"{action.type} Action - unexpected error: {reason}")
-        return Outcome(outcome.succeeded, scrub(outcome.message, secrets)) if secrets else outcome
+            return Outcome(False, f"{action.type} Action - unexpected error: {reason}", started)
+        return Outcome(outcome.succeeded, scrub(outcome.message, secrets) if secrets else outcome.message, started)
 
     async def close(self) -> None:
         await self.http.close()

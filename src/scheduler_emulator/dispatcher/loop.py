@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.definitions import Claim, read_definition
-from scheduler_emulator.dispatcher.firing import ActionSender
+from scheduler_emulator.dispatcher.firing import TIMER_RESOLUTION, ActionSender
 from scheduler_emulator.dispatcher.occurrence import OccurrenceRunner, Released
 from scheduler_emulator.dispatcher.recorder import GATHER_SECONDS, BatchRecorder, is_outage, patiently
 from scheduler_emulator.domain.clock import Clock, WallClock
@@ -39,7 +39,12 @@ CLAIM_BATCH = 200
 # ends its session). Without it the loop would spin, claiming nothing, for as long as the lock is held.
 LOCKED_RETRY = 0.1
 HEARTBEAT_RETRY = 0.25  # seconds between heartbeats while they fail
-TIMER_RESOLUTION = 0.001  # seconds: the event loop's (uvloop's) timers count whole milliseconds
+# Seconds before its time that an occurrence claimed ahead is started and its first attempt handed to the
+# actions, which hold it until its time (FireContext.not_before). The action process's loop, which only sends,
+# keeps time to the millisecond; this process's loop may be late by the length of a claim or a garbage
+# collection, when its threads take turns on the interpreter lock (bench/README, issue 33, seventh session).
+# The job is re-checked against API writes this much earlier than its time. Only on the wall clock.
+HAND_OFF_LEAD = 0.05
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,6 +120,9 @@ class Dispatcher:
         # Occurrences claimed ahead (``--claim-ahead``) and waiting for their time; an API write in the
         # meantime (``changed``) makes them re-check their job before they fire.
         self.ahead = timedelta(seconds=pacing.claim_ahead)
+        # How early such an occurrence is started and handed over (HAND_OFF_LEAD): none on a clock the actions'
+        # wall clock cannot follow (virtual, or a test's clock set apart from real time).
+        self.lead = timedelta(seconds=min(HAND_OFF_LEAD, pacing.claim_ahead) if type(clock) is WallClock else 0)
         self._counts = {"occurrences": 0, "attempts": 0, "failed": 0}  # since start
         # By occurrence id: the timer that starts each one at its time (a timer, not a sleeping task: at
         # 3,000 fires/s a task, a sleep future and an extra task step per occurrence were ~3 % of the CPU).
@@ -221,10 +229,10 @@ class Dispatcher:
                     _log_takeovers(claims)
                 soon = self.clock.now()
                 for claim in claims:
-                    if claim.expected_time > soon:  # claimed ahead: started at its time
+                    if claim.expected_time - self.lead > soon:  # claimed ahead: started at its time, less the lead
                         self._wait_for(claim, generation, soon)
                     else:
-                        self._start(claim, generation, waited=False)
+                        self._start(claim, generation, waited=claim.expected_time > soon)
                 if len(claims) >= CLAIM_BATCH:
                     continue
                 await self._housekeeping(now)
@@ -286,8 +294,8 @@ class Dispatcher:
     # -- one occurrence ---------------------------------------------------------------------------
 
     def _wait_for(self, claim: Claim, generation: int, now: datetime, rounds: int = 0) -> None:
-        """Start ``claim``'s occurrence at its expected time; until then it is listed in ``_waiting``."""
-        delay = (claim.expected_time - now).total_seconds()
+        """Start ``claim``'s occurrence at its expected time less the lead; until then it is in ``_waiting``."""
+        delay = (claim.expected_time - self.lead - now).total_seconds()
         if rounds:
             # The timer went off early. uvloop counts timers in whole milliseconds from when the loop's
             # current iteration began, so a rest under half a millisecond would go off at once, again and again
@@ -301,7 +309,7 @@ class Dispatcher:
             return  # stop() hands it back
         now = self.clock.now()
         # The loop's timers run on the monotonic clock, which drifts from UTC a little: wait the rest.
-        if claim.expected_time > now and rounds < 100:
+        if claim.expected_time - self.lead > now and rounds < 100:
             self._wait_for(claim, generation, now, rounds + 1)
             return
         self._waiting.pop(claim.occurrence_id, None)
@@ -319,7 +327,8 @@ class Dispatcher:
         self._lost.discard(occurrence_id)
 
     async def _run_occurrence(self, claim: Claim, generation: int, waited: bool) -> None:
-        """Run one occurrence due now; ``waited``: it was claimed ahead, so its job may have changed since."""
+        """Run one occurrence due now (or within the lead: its first attempt waits for its time in the actions);
+        ``waited``: it was claimed ahead, so its job may have changed since."""
         if not await self.still_held(claim):
             return  # taken over by another dispatcher while this process was frozen
         if waited and generation != self._generation and not await self._still_current(claim):
@@ -328,7 +337,7 @@ class Dispatcher:
         self._counts["occurrences"] += 1
         self.metrics.in_flight.inc()
         try:
-            finish = await self.runner.run(claim)
+            finish = await self.runner.run(claim, not_before=claim.expected_time.timestamp() if self.lead else None)
         except (asyncio.CancelledError, Released):
             pass  # stopping: the lease is handed back by stop(); or taken over by another dispatcher
         except Exception:

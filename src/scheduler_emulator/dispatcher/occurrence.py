@@ -10,7 +10,7 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler_emulator.config import Settings
@@ -68,17 +68,18 @@ class OccurrenceRunner:
         self._limits: dict[tuple[str, str], Limits] = {}
         self._attempt_counters: dict[tuple[str, str, str], Any] = {}
 
-    async def run(self, claim: Claim) -> Finish | None:
+    async def run(self, claim: Claim, not_before: float | None = None) -> Finish | None:
         """Fire the occurrence: the main action, retried by its policy; if it fails for good, the error action
         (retried by its own policy, else the main one's); then complete it. Returns how its job moved on (None:
-        the job was deleted meanwhile). Raises Released when the dispatcher stops before a retry."""
+        the job was deleted meanwhile). Raises Released when the dispatcher stops before a retry. ``not_before``
+        (wall-clock seconds since the epoch): the first attempt is held until then (FireContext.not_before)."""
         limits = self._limits_of(claim)
         execution_tag = os.urandom(16).hex()
         if claim.skipped.count:
             await self._postponed(claim, claim.skipped, downtime=True)
         action = claim.properties.action
         plan = effective_retry(_retry_spec(action.retry_policy), limits)
-        succeeded, last = await self._attempts(claim, action, plan, ActionName.MainAction, execution_tag)
+        succeeded, last = await self._attempts(claim, action, plan, ActionName.MainAction, execution_tag, not_before)
         faulted = not succeeded
         if faulted and action.error_action is not None and last is not None:
             # The main action's last attempt and the fault count share one transaction.
@@ -121,11 +122,17 @@ class OccurrenceRunner:
         return limits
 
     async def _attempts(
-        self, claim: Claim, action: ActionBase, plan: RetryPlan, action_name: ActionName, execution_tag: str
+        self,
+        claim: Claim,
+        action: ActionBase,
+        plan: RetryPlan,
+        action_name: ActionName,
+        execution_tag: str,
+        not_before: float | None = None,
     ) -> tuple[bool, AttemptRecord | None]:
-        """The first attempt and up to ``plan.retries`` retries, stopping at the first success. Every
-        attempt but the last is recorded here; the last is returned unrecorded, for the caller to record
-        with what follows (None when the job was deleted meanwhile)."""
+        """The first attempt (held until ``not_before``, if given) and up to ``plan.retries`` retries, stopping
+        at the first success. Every attempt but the last is recorded here; the last is returned unrecorded, for
+        the caller to record with what follows (None when the job was deleted meanwhile)."""
         for retry in range(plan.retries + 1):
             if retry:
                 await self._wait_to_retry(plan.interval.total_seconds())
@@ -138,14 +145,18 @@ class OccurrenceRunner:
                 job_name=claim.job_name,
                 collection_name=claim.collection_name,
                 region=claim.region,
+                not_before=None if retry else not_before,
             )
+            handed = self.clock.now()
+            outcome = await self.actions.execute(action, context)
+            # When it went out: as the actions report it when they held it, else when it was handed to them.
             # Never before its time: the wait ended at or after it by this clock, but a host's wall clock can
             # step back a little (NTP, a VM's clock source) between that reading and this one.
-            started = max(self.clock.now(), claim.expected_time)
+            sent = handed if outcome.started is None else datetime.fromtimestamp(outcome.started, UTC)
+            started = max(sent, claim.expected_time)
             lateness = (started - claim.expected_time).total_seconds()
             if retry == 0 and action_name == ActionName.MainAction:
                 self.metrics.lag.observe(max(0.0, lateness))
-            outcome = await self.actions.execute(action, context)
             ended = max(self.clock.now(), started)
             result = "succeeded" if outcome.succeeded else "failed"
             counter = self._attempt_counters.get((action.type, action_name, result))

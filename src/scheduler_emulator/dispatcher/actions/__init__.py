@@ -20,12 +20,19 @@ class FireContext:
     job_name: str
     collection_name: str
     region: str
+    not_before: float | None = None
+    """Wall-clock time (seconds since the epoch) before which the attempt must not go out: the dispatcher hands
+    an occurrence over a little before its time (loop.HAND_OFF_LEAD), and the attempt waits for it here, on a
+    loop that nothing else holds up. None: at once."""
 
 
 @dataclass(frozen=True)
 class Outcome:
     succeeded: bool
     message: str
+    started: float | None = None
+    """When the attempt went out (wall-clock seconds since the epoch), if it was held (``FireContext.not_before``);
+    otherwise None, and the dispatcher takes the time it handed the attempt over."""
 
 
 class ActionRunner(Protocol[P]):
