@@ -39,6 +39,7 @@ CLAIM_BATCH = 200
 # ends its session). Without it the loop would spin, claiming nothing, for as long as the lock is held.
 LOCKED_RETRY = 0.1
 HEARTBEAT_RETRY = 0.25  # seconds between heartbeats while they fail
+STATISTICS_INTERVAL = 10.0  # seconds (monotonic) between looks at the planner's statistics (store.refresh_statistics)
 # Seconds before its time that an occurrence claimed ahead is started and its first attempt handed to the
 # actions, which hold it until its time (FireContext.not_before). The action process's loop, which only sends,
 # keeps time to the millisecond; this process's loop may be late by the length of a claim or a garbage
@@ -129,6 +130,7 @@ class Dispatcher:
         self._waiting: dict[int, tuple[asyncio.TimerHandle, Claim]] = {}
         self._generation = 0
         self._next_housekeeping: datetime | None = None
+        self._next_statistics = 0.0  # time.monotonic() of the next look at the planner's statistics
         # Leases after a pause: when the last heartbeat that went through began (monotonic and wall time; either
         # may stand still through a frozen VM). Older than half a lease, the leases may have run out meanwhile
         # and been taken over: every claim is confirmed (``still_held``) before it fires again.
@@ -236,6 +238,7 @@ class Dispatcher:
                 if len(claims) >= CLAIM_BATCH:
                     continue
                 await self._housekeeping(now)
+                await self._statistics()
                 wake_at = await self._db(lambda: self.store.next_wake_time(self.clock.now(), half_ahead))
                 delay = poll.total_seconds()
                 if wake_at is not None:
@@ -444,6 +447,19 @@ class Dispatcher:
                 pause = min(interval, HEARTBEAT_RETRY)
 
     # -- retention --------------------------------------------------------------------------------
+
+    async def _statistics(self) -> None:
+        """Keep the database's planner statistics of the dispatcher's tables fresh, every STATISTICS_INTERVAL."""
+        if time.monotonic() < self._next_statistics:
+            return
+        self._next_statistics = time.monotonic() + STATISTICS_INTERVAL
+        try:
+            analyzed = await self._db(self.store.refresh_statistics)
+        except Exception as exc:  # noqa: BLE001 - plans may be slower; firing goes on
+            log.warning("refreshing the planner's statistics failed (%s)", str(exc).splitlines()[0])
+            return
+        if analyzed:
+            log.debug("analyzed %s: their planner statistics were missing or stale", ", ".join(analyzed))
 
     async def _housekeeping(self, now: datetime) -> None:
         if self._next_housekeeping is not None and now < self._next_housekeeping:

@@ -440,6 +440,19 @@ class DispatchStore(Generic[D]):
             sql.prune_history(session, history_max_entries, history_before)
             sql.prune_finished(session, finished_before, occurrences_before, self.wall.now() - timedelta(days=1))
 
+    def refresh_statistics(self) -> list[str]:
+        """PostgreSQL: ANALYZE the tables the claims and writes read whose planner statistics are missing or
+        stale (dispatching.stale_statistics); the tables analyzed. Elsewhere nothing (SQLite plans its few
+        queries well from its indexes alone)."""
+        if self.database.dialect != "postgresql":
+            return []
+        with self.database.session() as session:
+            stale = sql.stale_statistics(session)
+        for table_name in stale:  # each in its own transaction: its locks are not held while the next one runs
+            with self.database.session() as session:
+                sql.analyze(session, table_name)
+        return stale
+
 
 def _decoded(cache: dict[str, dict[str, Any]], text: str) -> dict[str, Any]:
     """``text`` decoded as JSON, once per distinct text (``cache``: those decoded so far)."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Text, and_, delete, func, insert, select, update
+from sqlalchemy import Text, and_, delete, func, insert, select, text, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
 
@@ -265,3 +265,33 @@ def prune_finished(
     session.execute(delete(OCCURRENCES).where(OCCURRENCES.c.job_id.in_(ids)))
     session.execute(delete(JOBS).where(JOBS.c.id.in_(ids)))
     return len(ids)
+
+
+# The tables the dispatcher's queries read, whose planner statistics it keeps (PostgreSQL; see stale_statistics).
+PLANNED_TABLES = (JOBS, COLLECTIONS, OCCURRENCES, HISTORY)
+# A table is analyzed again once this many rows, plus this share of its rows, changed since it last was.
+STATISTICS_FLOOR = 500
+STATISTICS_SHARE = 0.2
+
+_STALE_STATISTICS = text(
+    "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname = ANY(:tables) "
+    "AND n_mod_since_analyze > 0 AND ((last_analyze IS NULL AND last_autoanalyze IS NULL) "
+    "OR n_mod_since_analyze > :floor + :share * n_live_tup)"
+)
+
+
+def stale_statistics(session: Session) -> list[str]:
+    """The PostgreSQL tables of PLANNED_TABLES never analyzed since rows changed, or changed by more than
+    STATISTICS_FLOOR + STATISTICS_SHARE of their rows since. Autovacuum's own rule (50 rows + 10 %) never
+    analyzes a table of a few dozen collections, and autovacuum may be off: a planner with no statistics joined
+    every collection's jobs for each claim (bench/README, issue 33, seventh session)."""
+    names = [table.name for table in PLANNED_TABLES]
+    parameters = {"tables": names, "floor": STATISTICS_FLOOR, "share": STATISTICS_SHARE}
+    return [str(name) for name in session.execute(_STALE_STATISTICS, parameters).scalars()]
+
+
+def analyze(session: Session, table_name: str) -> None:
+    """ANALYZE one of PLANNED_TABLES (PostgreSQL): its planner statistics, from a sample of its rows."""
+    (table,) = [table for table in PLANNED_TABLES if table.name == table_name]
+    quoted = session.get_bind().dialect.identifier_preparer.quote(table.name)
+    session.execute(text(f"ANALYZE {quoted}"))
