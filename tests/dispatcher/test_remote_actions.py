@@ -138,3 +138,33 @@ def test_an_attempt_held_until_its_time_goes_out_then_and_says_when(tmp_path: Pa
     assert outcome.succeeded, outcome.message
     (arrived,) = target.requests("/held")
     assert outcome.started is not None and not_before <= outcome.started <= arrived.wall.timestamp()
+
+
+def test_once_the_emulators_process_is_gone_the_action_process_sends_nothing_more(
+    tmp_path: Path, target: TargetServer
+) -> None:
+    """An attempt held until its time, in an action process whose parent has gone (here: told another pid),
+    is not sent: the dispatcher that handed it over cannot record it, and another one takes it over (a kill -9 of
+    the emulator's process must not leave requests going out after it)."""
+
+    async def scenario() -> int:
+        ours, theirs = socket.socketpair()
+        child = _Child(Actions(Settings(data_dir=tmp_path)), parent=-1)
+        serving = asyncio.create_task(child.serve(theirs))
+        _, writer = await asyncio.open_unix_connection(sock=ours)
+        context = dataclasses.replace(CONTEXT, not_before=time.time() + 0.1)
+        payload = marshal.dumps(attempt_message(3, http_action(target.url("/orphaned")), context))
+        writer.write(struct.pack("!I", len(payload)) + payload)
+        await writer.drain()
+        started = 0
+        for _ in range(200):  # until the attempt has been received and has ended
+            started = started or len(child.running)
+            if started and not child.running:
+                break
+            await asyncio.sleep(0.05)
+        writer.close()
+        await asyncio.wait_for(serving, 10)
+        return started
+
+    assert asyncio.run(scenario()) == 1
+    assert target.requests("/orphaned") == []

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import marshal
@@ -40,7 +41,7 @@ from pydantic import ValidationError
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
-from scheduler_emulator.dispatcher.firing import Actions
+from scheduler_emulator.dispatcher.firing import Actions, hold_until
 from scheduler_emulator.schemas.job import ActionBase
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
@@ -293,10 +294,13 @@ def context_of(fields: tuple[Any, ...]) -> FireContext:
 
 
 class _Child:
-    """The action process's side: runs each attempt it is sent on ``actions`` and answers with its outcome."""
+    """The action process's side: runs each attempt it is sent on ``actions`` and answers with its outcome.
+    ``parent``: the pid of the emulator's process (default: this process's parent); once that process is gone,
+    nothing more is sent."""
 
-    def __init__(self, actions: Actions) -> None:
+    def __init__(self, actions: Actions, parent: int | None = None) -> None:
         self.actions = actions
+        self.parent = os.getppid() if parent is None else parent
         self.frames = Frames(self._received, self._lost)
         self.running: set[asyncio.Task[None]] = set()
         self.ended = asyncio.Event()
@@ -316,7 +320,19 @@ class _Child:
             log.error("the action process could not read an action (at %s)", where)
             outcome = Outcome(False, "Action - the emulator's action process could not read the action")
         else:
+            started = None
+            if context.not_before is not None:  # held here rather than in the actions: see below
+                await hold_until(context.not_before)
+                started = time.time()
+                context = dataclasses.replace(context, not_before=None)
+            # The emulator's process was killed (its socket's end may not have reached this loop yet): it
+            # cannot record this attempt, and another dispatcher takes its occurrences over. Sent from here
+            # now, an attempt held until its time would reach its target after its dispatcher was gone.
+            if os.getppid() != self.parent:
+                return
             outcome = await self.actions.execute(action, context)
+            if started is not None:
+                outcome = dataclasses.replace(outcome, started=started)
         with contextlib.suppress(ConnectionError):
             self.frames.send((number, outcome.succeeded, outcome.message, outcome.started))
 
