@@ -11,6 +11,8 @@ import dataclasses
 import json
 import logging
 import marshal
+import os
+import signal
 import socket
 import struct
 import subprocess
@@ -27,7 +29,7 @@ from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.action_process import ActionProcess, RemoteActions, _Child, attempt_message
 from scheduler_emulator.dispatcher.actions import FireContext
 from scheduler_emulator.dispatcher.definitions import read_definition
-from scheduler_emulator.dispatcher.firing import Actions
+from scheduler_emulator.dispatcher.firing import Actions, Deferred
 
 CONTEXT = FireContext("tag", "request", datetime(2030, 1, 1, tzinfo=UTC), "job", "collection", "West US")
 
@@ -168,3 +170,41 @@ def test_once_the_emulators_process_is_gone_the_action_process_sends_nothing_mor
 
     assert asyncio.run(scenario()) == 1
     assert target.requests("/orphaned") == []
+
+
+def test_an_attempt_held_while_the_emulators_process_is_stopped_comes_back_unsent(
+    tmp_path: Path, target: TargetServer
+) -> None:
+    """The emulator's process stopped (SIGSTOP) when a held attempt falls due: the attempt is not sent (the
+    stopped dispatcher could not record it, and may lose it to another meanwhile) and comes back Deferred; once
+    the process runs again, the next attempt goes out."""
+    stopped = silent_child()  # stands for the emulator's process
+    os.kill(stopped.pid, signal.SIGSTOP)
+
+    async def scenario() -> tuple[bool, bool]:
+        ours, theirs = socket.socketpair()
+        settings = Settings(data_dir=tmp_path)
+        child = _Child(Actions(settings), parent=stopped.pid, own_parent=lambda: stopped.pid)
+        serving = asyncio.create_task(child.serve(theirs))
+        remote = RemoteActions(ActionProcess(silent_child().pid, ours), Actions(settings), patience=60)
+        await remote.start()
+        context = dataclasses.replace(CONTEXT, not_before=time.time() + 0.1)
+        try:
+            await asyncio.wait_for(remote.execute(http_action(target.url("/while-stopped")), context), 10)
+            deferred = False
+        except Deferred:
+            deferred = True
+        os.kill(stopped.pid, signal.SIGCONT)
+        context = dataclasses.replace(CONTEXT, not_before=time.time() + 0.1)
+        outcome = await asyncio.wait_for(remote.execute(http_action(target.url("/running")), context), 10)
+        await remote.close()
+        await asyncio.wait_for(serving, 10)
+        return deferred, outcome.succeeded
+
+    try:
+        assert asyncio.run(scenario()) == (True, True)
+    finally:
+        stopped.kill()
+        stopped.wait(10)
+    assert target.requests("/while-stopped") == []
+    assert len(target.requests("/running")) == 1

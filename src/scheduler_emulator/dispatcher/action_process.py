@@ -41,7 +41,7 @@ from pydantic import ValidationError
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
-from scheduler_emulator.dispatcher.firing import Actions, hold_until
+from scheduler_emulator.dispatcher.firing import Actions, Deferred, hold_until
 from scheduler_emulator.schemas.job import ActionBase
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
@@ -184,7 +184,7 @@ class RemoteActions:
         self._up = up or (lambda value: None)
         self._frames: Frames | None = None
         # By attempt number, so oldest first: (its future, its action type, when it was sent on the loop's clock).
-        self._pending: dict[int, tuple[asyncio.Future[tuple[bool, str, float | None]], str, float]] = {}
+        self._pending: dict[int, tuple[asyncio.Future[tuple[bool | None, str, float | None]], str, float]] = {}
         self._ids = itertools.count()
         self._closing = False
         self._watchdog: asyncio.Task[None] | None = None
@@ -204,7 +204,7 @@ class RemoteActions:
             return await self.local.execute(action, context)
         number = next(self._ids)
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[tuple[bool, str, float | None]] = loop.create_future()
+        future: asyncio.Future[tuple[bool | None, str, float | None]] = loop.create_future()
         # Held attempts (context.not_before) wait there before they go: the patience counts from their time.
         held = max(0.0, context.not_before - time.time()) if context.not_before is not None else 0.0
         self._pending[number] = (future, action.type, loop.time() + held)
@@ -216,9 +216,11 @@ class RemoteActions:
             succeeded, message, started = await future
         finally:
             self._pending.pop(number, None)
+        if succeeded is None:  # held, and not sent: this process was stopped when it fell due
+            raise Deferred
         return Outcome(succeeded, message, started)
 
-    def _answered(self, message: tuple[int, bool, str, float | None]) -> None:
+    def _answered(self, message: tuple[int, bool | None, str, float | None]) -> None:
         number, succeeded, text, started = message
         waiting = self._pending.get(number)
         if waiting is not None and not waiting[0].done():
@@ -298,9 +300,11 @@ class _Child:
     ``parent``: the pid of the emulator's process (default: this process's parent); once that process is gone,
     nothing more is sent."""
 
-    def __init__(self, actions: Actions, parent: int | None = None) -> None:
+    def __init__(self, actions: Actions, parent: int | None = None, own_parent: Callable[[], int] = os.getppid) -> None:
+        """``own_parent``: how this process reads its parent's pid (a test stands another process in for it)."""
         self.actions = actions
-        self.parent = os.getppid() if parent is None else parent
+        self.own_parent = own_parent
+        self.parent = own_parent() if parent is None else parent
         self.frames = Frames(self._received, self._lost)
         self.running: set[asyncio.Task[None]] = set()
         self.ended = asyncio.Event()
@@ -328,7 +332,14 @@ class _Child:
             # The emulator's process was killed (its socket's end may not have reached this loop yet): it
             # cannot record this attempt, and another dispatcher takes its occurrences over. Sent from here
             # now, an attempt held until its time would reach its target after its dispatcher was gone.
-            if os.getppid() != self.parent:
+            if self.own_parent() != self.parent:
+                return
+            # The emulator's process is stopped (SIGSTOP; not a paused VM or container, which stops this one
+            # too): it could not record the attempt, and its leases may run out meanwhile, to be taken over. The
+            # attempt goes back unsent; the dispatcher decides when it runs again (firing.Deferred).
+            if started is not None and _stopped(self.parent):
+                with contextlib.suppress(ConnectionError):
+                    self.frames.send((number, None, "", None))
                 return
             outcome = await self.actions.execute(action, context)
             if started is not None:
@@ -349,6 +360,15 @@ class _Child:
             await asyncio.gather(*self.running, return_exceptions=True)
         finally:
             await self.actions.close()
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped by a signal (its state in /proc: T), as far as can be told."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b") ")[2][:1] in (b"T", b"t")
+    except OSError:
+        return False
 
 
 def _run_child(sock: socket.socket, settings: Settings) -> int:
