@@ -39,7 +39,7 @@ CLAIM_BATCH = 200
 # ends its session). Without it the loop would spin, claiming nothing, for as long as the lock is held.
 LOCKED_RETRY = 0.1
 HEARTBEAT_RETRY = 0.25  # seconds between heartbeats while they fail
-UPKEEP_INTERVAL = 10.0  # seconds (monotonic) between looks at the tables' statistics and dead rows (store.table_upkeep)
+STATISTICS_INTERVAL = 10.0  # seconds (monotonic) between looks at the planner's statistics (store.refresh_statistics)
 # Seconds before its time that an occurrence claimed ahead is started and its first attempt handed to the
 # actions, which hold it until its time (FireContext.not_before). The action process's loop, which only sends,
 # keeps time to the millisecond; this process's loop may be late by the length of a claim or a garbage
@@ -130,8 +130,8 @@ class Dispatcher:
         self._waiting: dict[int, tuple[asyncio.TimerHandle, Claim]] = {}
         self._generation = 0
         self._next_housekeeping: datetime | None = None
-        self._next_upkeep = 0.0  # time.monotonic() of the next look at the tables (store.table_upkeep)
-        self._upkeep: asyncio.Task[None] | None = None
+        self._next_statistics = 0.0  # time.monotonic() of the next look at the planner's statistics
+        self._statistics: asyncio.Task[None] | None = None
         # Leases after a pause: when the last heartbeat that went through began (monotonic and wall time; either
         # may stand still through a frozen VM). Older than half a lease, the leases may have run out meanwhile
         # and been taken over: every claim is confirmed (``still_held``) before it fires again.
@@ -176,9 +176,9 @@ class Dispatcher:
                 log.info("released %d occurrence(s) still in flight at shutdown", len(pending))
         if self._renewal is not None:
             self._renewal.cancel()
-        if self._upkeep is not None:
+        if self._statistics is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await self._upkeep  # a statement in a worker thread cannot be cancelled: let it end
+                await self._statistics  # a statement in a worker thread cannot be cancelled: let it end
         with contextlib.suppress(Exception):
             await self._db(self.store.sign_off)
 
@@ -242,7 +242,7 @@ class Dispatcher:
                 if len(claims) >= CLAIM_BATCH:
                     continue
                 await self._housekeeping(now)
-                self._tables()
+                self._keep_statistics()
                 wake_at = await self._db(lambda: self.store.next_wake_time(self.clock.now(), half_ahead))
                 delay = poll.total_seconds()
                 if wake_at is not None:
@@ -452,22 +452,22 @@ class Dispatcher:
 
     # -- retention --------------------------------------------------------------------------------
 
-    def _tables(self) -> None:
-        """Every UPKEEP_INTERVAL, keep the database's statistics and dead rows of the dispatcher's tables in hand
-        (store.table_upkeep), beside the loop: a VACUUM can take a while, and claims go on meanwhile."""
-        if time.monotonic() < self._next_upkeep or (self._upkeep is not None and not self._upkeep.done()):
+    def _keep_statistics(self) -> None:
+        """Every STATISTICS_INTERVAL, keep the database's planner statistics of the dispatcher's tables fresh
+        (store.refresh_statistics), beside the loop: an ANALYZE takes a moment, and claims go on meanwhile."""
+        if time.monotonic() < self._next_statistics or (self._statistics is not None and not self._statistics.done()):
             return
-        self._next_upkeep = time.monotonic() + UPKEEP_INTERVAL
-        self._upkeep = asyncio.create_task(self._table_upkeep(), name="table-upkeep")
+        self._next_statistics = time.monotonic() + STATISTICS_INTERVAL
+        self._statistics = asyncio.create_task(self._refresh_statistics(), name="statistics")
 
-    async def _table_upkeep(self) -> None:
+    async def _refresh_statistics(self) -> None:
         try:
-            done = await self._db(self.store.table_upkeep)
+            analyzed = await self._db(self.store.refresh_statistics)
         except Exception as exc:  # noqa: BLE001 - plans may be slower; firing goes on
-            log.warning("the upkeep of the dispatcher's tables failed (%s)", str(exc).splitlines()[0])
+            log.warning("refreshing the planner's statistics failed (%s)", str(exc).splitlines()[0])
             return
-        if done:
-            log.debug("table upkeep: %s", ", ".join(done))
+        if analyzed:
+            log.debug("analyzed %s: their planner statistics were missing or stale", ", ".join(analyzed))
 
     async def _housekeeping(self, now: datetime) -> None:
         if self._next_housekeeping is not None and now < self._next_housekeeping:

@@ -440,21 +440,18 @@ class DispatchStore(Generic[D]):
             sql.prune_history(session, history_max_entries, history_before)
             sql.prune_finished(session, finished_before, occurrences_before, self.wall.now() - timedelta(days=1))
 
-    def table_upkeep(self) -> list[str]:
+    def refresh_statistics(self) -> list[str]:
         """PostgreSQL: ANALYZE the tables the claims and writes read whose planner statistics are missing or
-        stale, and VACUUM (ANALYZE) those holding many dead rows (dispatching.upkeep_due); what was done, as
-        "vacuumed jobs", "analyzed job_collections". Elsewhere nothing (SQLite plans its few queries well from
-        its indexes alone, and reuses its free pages)."""
+        stale (dispatching.stale_statistics); the tables analyzed. Elsewhere nothing (SQLite plans its few
+        queries well from its indexes alone)."""
         if self.database.dialect != "postgresql":
             return []
         with self.database.session() as session:
-            due = sql.upkeep_due(session)
-        done = []
-        for table_name, vacuum in due:  # one statement at a time, each committed on its own (autocommit)
-            with self.database.engine.connect() as connection:
-                sql.upkeep(connection.execution_options(isolation_level="AUTOCOMMIT"), table_name, vacuum)
-            done.append(f"{'vacuumed' if vacuum else 'analyzed'} {table_name}")
-        return done
+            stale = sql.stale_statistics(session)
+        for table_name in stale:  # each in its own transaction: its locks are not held while the next one runs
+            with self.database.session() as session:
+                sql.analyze(session, table_name)
+        return stale
 
 
 def _decoded(cache: dict[str, dict[str, Any]], text: str) -> dict[str, Any]:

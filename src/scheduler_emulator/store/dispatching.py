@@ -15,7 +15,6 @@ from typing import Any
 
 from sqlalchemy import Text, and_, delete, func, insert, select, text, update
 from sqlalchemy import cast as sql_cast
-from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.domain.states import FINAL_STATES, JobState
@@ -268,36 +267,31 @@ def prune_finished(
     return len(ids)
 
 
-# The tables the dispatcher's queries read and write, which it keeps planned and compact (PostgreSQL; see upkeep_due).
+# The tables the dispatcher's queries read, whose planner statistics it keeps (PostgreSQL; see stale_statistics).
 PLANNED_TABLES = (JOBS, COLLECTIONS, OCCURRENCES, HISTORY)
-# A table is analyzed again once this many rows, plus this share of its rows, changed since it last was; and
-# vacuumed once this many, plus this share, are dead.
-UPKEEP_FLOOR = 500
-UPKEEP_SHARE = 0.2
+# A table is analyzed again once this many rows, plus this share of its rows, changed since it last was.
+STATISTICS_FLOOR = 500
+STATISTICS_SHARE = 0.2
 
-_UPKEEP_DUE = text(
-    "SELECT relname, n_dead_tup > :floor + :share * n_live_tup FROM pg_stat_user_tables "
-    "WHERE schemaname = current_schema() AND relname = ANY(:tables) AND ("
-    "n_dead_tup > :floor + :share * n_live_tup OR (n_mod_since_analyze > 0 AND ("
-    "(last_analyze IS NULL AND last_autoanalyze IS NULL) OR n_mod_since_analyze > :floor + :share * n_live_tup)))"
+_STALE_STATISTICS = text(
+    "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname = ANY(:tables) "
+    "AND n_mod_since_analyze > 0 AND ((last_analyze IS NULL AND last_autoanalyze IS NULL) "
+    "OR n_mod_since_analyze > :floor + :share * n_live_tup)"
 )
 
 
-def upkeep_due(session: Session) -> list[tuple[str, bool]]:
-    """The PostgreSQL tables of PLANNED_TABLES that need it, each with whether to vacuum it (else only analyze):
-    never analyzed since rows changed, or changed by more than UPKEEP_FLOOR + UPKEEP_SHARE of their rows since;
-    or holding that many dead rows. Autovacuum's own rule (50 rows + 10 %) never analyzes a table of a few dozen
-    collections, it looks once a minute, and it may be off: a planner with no statistics joined every
-    collection's jobs for each claim, and the dead rows of the jobs already fired were most of the rest of a
-    claim's query (bench/README, issue 33, seventh session)."""
+def stale_statistics(session: Session) -> list[str]:
+    """The PostgreSQL tables of PLANNED_TABLES never analyzed since rows changed, or changed by more than
+    STATISTICS_FLOOR + STATISTICS_SHARE of their rows since. Autovacuum's own rule (50 rows + 10 %) never
+    analyzes a table of a few dozen collections, and autovacuum may be off: a planner with no statistics joined
+    every collection's jobs for each claim (bench/README, issue 33, seventh session)."""
     names = [table.name for table in PLANNED_TABLES]
-    parameters = {"tables": names, "floor": UPKEEP_FLOOR, "share": UPKEEP_SHARE}
-    return [(str(name), bool(vacuum)) for name, vacuum in session.execute(_UPKEEP_DUE, parameters)]
+    parameters = {"tables": names, "floor": STATISTICS_FLOOR, "share": STATISTICS_SHARE}
+    return [str(name) for name in session.execute(_STALE_STATISTICS, parameters).scalars()]
 
 
-def upkeep(connection: Connection, table_name: str, vacuum: bool) -> None:
-    """VACUUM (ANALYZE) or ANALYZE one of PLANNED_TABLES (PostgreSQL), on a connection in autocommit: VACUUM
-    cannot run inside a transaction."""
+def analyze(session: Session, table_name: str) -> None:
+    """ANALYZE one of PLANNED_TABLES (PostgreSQL): its planner statistics, from a sample of its rows."""
     (table,) = [table for table in PLANNED_TABLES if table.name == table_name]
-    quoted = connection.dialect.identifier_preparer.quote(table.name)
-    connection.execute(text(f"VACUUM (ANALYZE) {quoted}" if vacuum else f"ANALYZE {quoted}"))
+    quoted = session.get_bind().dialect.identifier_preparer.quote(table.name)
+    session.execute(text(f"ANALYZE {quoted}"))

@@ -1,5 +1,5 @@
-"""PostgreSQL's planner statistics and dead rows of the dispatcher's tables, kept by the dispatcher (DispatchStore
-.table_upkeep, every few seconds of its loop). Without them (autovacuum off, or a table too small for its
+"""PostgreSQL's planner statistics of the dispatcher's tables, kept by the dispatcher (DispatchStore
+.refresh_statistics, every few seconds of its loop). Without them (autovacuum off, or a table too small for its
 threshold, as a few dozen collections always are) the planner joined every collection's jobs for each claim: 60-130
 ms a claim at 30,000 jobs where the due-time index answers in about one."""
 
@@ -73,11 +73,6 @@ def _flush_counters(database: Database) -> None:
         session.execute(text("SELECT pg_stat_force_next_flush()"))
 
 
-def _dead_rows(database: Database) -> int:
-    with database.session() as session:
-        return int(session.scalar(text("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'jobs'")) or 0)
-
-
 def _plan(database: Database, until: datetime) -> str:
     with database.session() as session:
         return "\n".join(session.execute(text(DUE), {"until": until}).scalars())
@@ -101,11 +96,11 @@ def test_the_store_analyzes_tables_whose_statistics_are_missing_and_the_claim_th
     _fill(database, start)
     store = DispatchStore(database, "owner", read_definition=read_definition)
     _flush_counters(database)
-    done = store.table_upkeep()
-    assert {"analyzed jobs", "analyzed job_collections"} <= set(done), done
+    analyzed = store.refresh_statistics()
+    assert {"jobs", "job_collections"} <= set(analyzed), analyzed
     assert _analyzed(database) == {"jobs": True, "job_collections": True}
     _flush_counters(database)
-    assert store.table_upkeep() == []  # nothing changed since
+    assert store.refresh_statistics() == []  # nothing changed since
     plan = _plan(database, start + timedelta(seconds=1))
     assert "ix_jobs_next_execution_time" in plan, plan
 
@@ -128,19 +123,3 @@ def test_a_running_dispatcher_keeps_them(database: Database, tmp_path: Path) -> 
             await actions.close()
 
     assert asyncio.run(scenario()) == {"jobs": True, "job_collections": True}
-
-
-def test_the_store_vacuums_a_table_of_many_dead_rows(database: Database) -> None:
-    """Fired jobs leave dead rows behind (each claim and each completion rewrites a job's row): once they are many,
-    the store vacuums the table, which autovacuum may not do (it may be off, and it looks once a minute)."""
-    _fill(database, datetime.now(UTC) + timedelta(hours=1))
-    store = DispatchStore(database, "owner", read_definition=read_definition)
-    with database.session() as session:  # as a claim and a completion do, for every job
-        session.execute(text("UPDATE jobs SET repeat_count = repeat_count + 1"))
-        session.execute(text("UPDATE jobs SET next_execution_time = NULL"))
-    _flush_counters(database)
-    assert _dead_rows(database) >= COLLECTIONS * JOBS_EACH
-    done = store.table_upkeep()
-    assert "vacuumed jobs" in done, done
-    _flush_counters(database)
-    assert _dead_rows(database) == 0
