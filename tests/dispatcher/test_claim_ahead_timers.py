@@ -102,6 +102,25 @@ class Recording:
         await self.actions.close()
 
 
+def _fired(
+    database: Database, clock: WallClock, settings: Settings, sender: Recording, target: TargetServer, count: int
+) -> list[FireContext]:
+    """Run a dispatcher on ``clock`` that fires through ``sender`` until ``target`` has ``count`` requests; the
+    contexts the sender was handed."""
+
+    async def scenario() -> list[FireContext]:
+        dispatcher = Dispatcher(database, clock=clock, settings=settings, actions=sender, metrics=Metrics())
+        dispatcher.start()
+        try:
+            await asyncio.to_thread(target.wait_for, count, 20)
+        finally:
+            await dispatcher.stop(grace=10)
+            await sender.close()
+        return sender.contexts
+
+    return uvloop.run(scenario())
+
+
 class SetClock(WallClock):
     """A test's clock set a day ahead of real time: not the wall clock the actions hold attempts by."""
 
@@ -124,18 +143,7 @@ def test_an_occurrence_claimed_ahead_is_handed_over_early_and_held_until_its_tim
         )
     settings = Settings(database_url=database.url, claim_ahead=2, poll_interval=60, shutdown_grace=10)
 
-    async def scenario() -> list[FireContext]:
-        recording = Recording(Actions(settings))
-        dispatcher = Dispatcher(database, clock=clock, settings=settings, actions=recording, metrics=Metrics())
-        dispatcher.start()
-        try:
-            await asyncio.to_thread(target.wait_for, 5, 20)
-        finally:
-            await dispatcher.stop(grace=10)
-            await recording.close()
-        return recording.contexts
-
-    contexts = uvloop.run(scenario())
+    contexts = _fired(database, clock, settings, Recording(Actions(settings)), target, 5)
     assert len(contexts) == 5
     if type(clock) is WallClock:
         assert all(c.not_before == c.expected_time.timestamp() for c in contexts), contexts
@@ -166,18 +174,7 @@ def test_an_attempt_that_comes_back_unsent_is_sent_again_at_once(database: Datab
     add_job(database, collection, "d", datetime.now(UTC) + timedelta(seconds=1), uri=target.url("/d"))
     settings = Settings(database_url=database.url, claim_ahead=2, poll_interval=60, shutdown_grace=10)
 
-    async def scenario() -> list[FireContext]:
-        sender = DeferringOnce(Actions(settings))
-        dispatcher = Dispatcher(database, clock=WallClock(), settings=settings, actions=sender, metrics=Metrics())
-        dispatcher.start()
-        try:
-            await asyncio.to_thread(target.wait_for, 1, 20)
-        finally:
-            await dispatcher.stop(grace=10)
-            await sender.close()
-        return sender.contexts
-
-    first, again = uvloop.run(scenario())
+    first, again = _fired(database, WallClock(), settings, DeferringOnce(Actions(settings)), target, 1)
     assert first.not_before is not None and again.not_before is None
     assert len(target.requests("/d")) == 1
     with database.session() as session:

@@ -176,9 +176,8 @@ class Dispatcher:
                 log.info("released %d occurrence(s) still in flight at shutdown", len(pending))
         if self._renewal is not None:
             self._renewal.cancel()
-        if self._statistics is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await self._statistics  # a statement in a worker thread cannot be cancelled: let it end
+        if self._statistics is not None:  # an ANALYZE in a worker thread cannot be cancelled: let it end
+            await asyncio.wait([self._statistics])
         with contextlib.suppress(Exception):
             await self._db(self.store.sign_off)
 
