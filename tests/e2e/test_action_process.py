@@ -17,6 +17,7 @@ import httpx
 import pytest
 from support.api_client import API, create_job, wait_history
 from support.names import Names
+from support.processes import children_of, ended_or_killed, process_ended
 from support.server import EmulatorPool, ServerProcess
 from support.target_server import TargetServer
 from support.waiting import wait_until
@@ -46,23 +47,6 @@ def socket_owner(local_port: int, candidates: list[int]) -> int | None:
             if link.startswith("socket:[") and link[8:-1] in inodes:
                 return pid
     return None
-
-
-def children_of(pid: int) -> list[int]:
-    return [
-        int(child)
-        for task in os.listdir(f"/proc/{pid}/task")
-        for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()
-    ]
-
-
-def process_ended(pid: int) -> bool:
-    """Gone, or a zombie waiting for whoever adopted it."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return state in ("Z", "X")
 
 
 def gauge(server: ServerProcess) -> float:
@@ -137,13 +121,16 @@ def test_a_killed_action_process_fails_its_attempt_in_flight_and_the_emulator_fi
 def test_the_action_process_ends_with_the_emulator(
     how: str, emulators: EmulatorPool, tmp_path: Path, names: Names
 ) -> None:
-    """Stopped (SIGTERM: the service closes its socket at shutdown) or killed (the socket closes with the
-    process), the emulator leaves no action process behind."""
+    """Stopped (SIGTERM: the service closes its socket at shutdown) or killed, the emulator leaves no action
+    process behind. Killed, its action process is killed with it, not a moment later: by the time the emulator
+    has been collected the kernel is ending the child, so no attempt the child held can still go out."""
     server = emulators.start(tmp_path, "--action-process", "on")
     assert server.process is not None
     (child,) = children_of(server.process.pid)
     server.process.send_signal(getattr(signal, how))
     server.wait_exit(30)
+    if how == "SIGKILL":
+        assert ended_or_killed(child), f"the action process {child} outlived the killed emulator"
     wait_until(lambda: process_ended(child), 15, f"the action process {child} ended")
 
 

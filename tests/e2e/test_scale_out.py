@@ -16,6 +16,7 @@ from support.api_client import API, wait_history
 from support.databases import PostgresDatabase, require_postgres
 from support.names import Names
 from support.private_postgres import PrivatePostgres
+from support.processes import children_of, ended_or_killed
 from support.server import EmulatorPool, ServerProcess
 from support.store_rows import insert_due_jobs
 from support.target_server import TargetServer, fired_paths
@@ -118,11 +119,14 @@ def test_three_dispatchers_fire_each_occurrence_once_and_survive_a_kill(postgres
     time.sleep(6)
     victim = dispatchers[0]
     assert victim.process is not None
+    family = children_of(victim.process.pid)
+    assert len(family) == 1, f"the dispatcher's children: {family} (its action process alone expected)"
     victim.process.kill()
     victim.wait_exit(10)
-    # Once it has exited nothing more can come from it; a request it sent just before is recorded by the
-    # target when it arrives, which may be a moment after the kill itself (seen: 0.5 ms).
-    killed_at = datetime.now(UTC)
+    # Nothing more can come from it once it has exited: its action process, which holds attempts until their
+    # time, is being killed with it. (When the target records a request sent just before the kill depends on the
+    # load on this machine: seen 11 ms later, so arrival times cannot tell a late send from a late reading.)
+    assert ended_or_killed(family[0]), "the killed dispatcher's action process lives on"
     wait_for_distinct(target, "b", count, 60)
     _wait_store(postgres.url, "b", count)
     time.sleep(1)
@@ -135,7 +139,6 @@ def test_three_dispatchers_fire_each_occurrence_once_and_survive_a_kill(postgres
         # The victim had fired it (before the kill) but not recorded it: it was in flight there, and the
         # takeover ran it again.
         assert path.rsplit("/", 1)[1] in resumed, path
-        assert min(r.wall for r in target.requests(path)) <= killed_at
     print(
         f"\nkill -9 of 1 of 3 dispatchers: {len(resumed)} occurrence(s) were in flight in it and were taken "
         f"over; {len(duplicates)} of them had already reached the target and so arrived twice "
