@@ -34,7 +34,5 @@ def ended_or_killed(pid: int) -> bool:
     except OSError:
         return True
     bit = 1 << (signal.SIGKILL - 1)
-    pending = (
-        int(line.split()[1], 16) for line in status.splitlines() if line.startswith(("SigPnd:", "ShdPnd:"))
-    )
+    pending = (int(line.split()[1], 16) for line in status.splitlines() if line.startswith(("SigPnd:", "ShdPnd:")))
     return any(mask & bit for mask in pending)
