@@ -204,11 +204,12 @@ async def in_read_session(request: Request, work: Callable[[Session], T], *, sma
     after each call into SQLite, behind the event loop's and the dispatcher's threads: with 3,000 fires/s and
     100 GET job/s, the reader threads used 1.46 ms of CPU per GET; on the loop a GET costs about 0.4 ms
     (bench/thread_cpu.py). GET p99 in that run went from 175 to 22 ms, together with a change to the action
-    process (bench/README, issue 33, sixth session)."""
+    process (bench/README, issue 33, sixth session). Such a read is of one statement, so it runs outside a
+    transaction (Database.statement_session): no BEGIN and COMMIT around it."""
     database: Database = request.app.state.database
 
     def run() -> T:
-        with database.read_session() as session:
+        with database.statement_session() if small else database.read_session() as session:
             return work(session)
 
     reader = database.reader()

@@ -238,6 +238,7 @@ class Database:
         self._reader: ThreadPoolExecutor | None = None
         self._executors_guard = threading.Lock()
         self._read_sessions = self._sessions
+        self._statement_sessions: sessionmaker[Session] | None = None
         self._read_lock = self._lock
         self.read_engine: Engine = self.engine
         if self.dialect == "sqlite" and kwargs.get("poolclass") is not StaticPool:
@@ -249,6 +250,9 @@ class Database:
             event.listen(self.read_engine, "connect", _sqlite_read_only)
             event.listen(self.read_engine, "begin", _sqlite_begin)
             self._read_sessions = sessionmaker(self.read_engine, expire_on_commit=False)
+            self._statement_sessions = sessionmaker(
+                self.read_engine.execution_options(**{ONE_STATEMENT: True}), expire_on_commit=False
+            )
             self._read_lock = None
         elif self.dialect == "postgresql":
             # One snapshot for the whole read (REPEATABLE READ), read-only. At READ COMMITTED each statement saw
@@ -259,6 +263,9 @@ class Database:
                 isolation_level="REPEATABLE READ", postgresql_readonly=True
             )
             self._read_sessions = sessionmaker(self.read_engine, expire_on_commit=False)
+            self._statement_sessions = sessionmaker(
+                self.engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
+            )
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -299,6 +306,20 @@ class Database:
         REPEATABLE READ transaction: one snapshot, and a write through it fails. An in-memory SQLite database
         (one shared connection) reads through :meth:`session`."""
         with self._read_lock or nullcontext(), self._read_sessions() as session, session.begin():
+            yield session
+
+    @contextmanager
+    def statement_session(self) -> Iterator[Session]:
+        """A session for a read of one statement (a job, a collection), outside any transaction: the statement
+        reads one snapshot by itself. Its BEGIN and COMMIT cost more than the read: on SQLite each is a call
+        that lets go of the interpreter lock, to wait for it again behind the dispatcher's thread (up to the
+        switch interval, 5 ms, each time) while fires run; on PostgreSQL each is a round trip. Reads of more
+        than one statement use read_session. An in-memory SQLite database reads through :meth:`session`."""
+        if self._statement_sessions is None:
+            with self.read_session() as session:
+                yield session
+            return
+        with self._statement_sessions() as session, session.begin():
             yield session
 
     def migrate(self) -> None:
@@ -396,5 +417,9 @@ def _sqlite_read_only(dbapi_connection: Any, record: Any) -> None:
 
 def _sqlite_begin(connection: Connection) -> None:
     """Begin a reader's transaction: its first SELECT takes the snapshot the rest of the transaction reads
-    (SQLAlchemy's recipe for pysqlite's transactions)."""
-    connection.exec_driver_sql("BEGIN")
+    (SQLAlchemy's recipe for pysqlite's transactions); none for a read of one statement (statement_session)."""
+    if not connection.get_execution_options().get(ONE_STATEMENT):
+        connection.exec_driver_sql("BEGIN")
+
+
+ONE_STATEMENT = "scheduler_one_statement"  # an execution option: the connection reads one statement, no BEGIN
