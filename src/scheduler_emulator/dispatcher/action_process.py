@@ -395,11 +395,13 @@ def _run_child(sock: socket.socket, settings: Settings, parent: int) -> int:
     from scheduler_emulator.collector import tune_garbage_collector
     from scheduler_emulator.logs import configure_logging, stop_background_logging
 
-    if not _die_with(parent):
-        return 0
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, signal.SIG_IGN)
+    # First: the handlers inherited from the parent write through its log-writer thread, not in this fork.
     configure_logging(settings.log_level, settings.log_format)
+    if not _die_with(parent):
+        stop_background_logging()
+        return 0
     # As the server's process does once built: at the default thresholds, the attempts waiting here when the
     # targets fall behind (thousands of tasks) were walked by a collection every 700 allocations.
     tune_garbage_collector()
