@@ -156,8 +156,8 @@ class Settings(BaseSettings):
     )
     principals_file: Path | None = Field(
         None,
-        description="A JSON file of service principals: {\"principals\": [{\"clientId\", \"secret\"?, \"certificate\"? "
-        "(a PEM file, relative to this one), \"tenant\"?, \"subscription\"?, \"displayName\"?}]}.",
+        description='A JSON file of service principals: {"principals": [{"clientId", "secret"?, "certificate"? '
+        '(a PEM file, relative to this one), "tenant"?, "subscription"?, "displayName"?}]}.',
     )
     token_signing_key_file: Path | None = Field(
         None,
@@ -361,9 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--dispatcher", action=argparse.BooleanOptionalAction, default=None, help=describe("dispatcher")
     )
-    parser.add_argument(
-        "--action-process", choices=list(get_args(ActionProcessMode)), help=describe("action_process")
-    )
+    parser.add_argument("--action-process", choices=list(get_args(ActionProcessMode)), help=describe("action_process"))
     parser.add_argument("--min-retry-interval", type=float, help=describe("min_retry_interval"))
     parser.add_argument("--action-timeout", type=float, help=describe("action_timeout"))
     parser.add_argument("--poll-interval", type=float, help=describe("poll_interval"))
@@ -417,9 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--principals-file.",
     )
     parser.add_argument("--principals-file", type=Path, metavar="FILE", help=describe("principals_file"))
-    parser.add_argument(
-        "--token-signing-key-file", type=Path, metavar="FILE", help=describe("token_signing_key_file")
-    )
+    parser.add_argument("--token-signing-key-file", type=Path, metavar="FILE", help=describe("token_signing_key_file"))
     parser.add_argument("--outbound-deny", metavar="CIDRS", help=describe("outbound_deny"))
     parser.add_argument("--outbound-allow", metavar="CIDRS", help=describe("outbound_allow"))
     parser.add_argument("--secret-key-file", type=Path, metavar="FILE", help=describe("secret_key_file"))

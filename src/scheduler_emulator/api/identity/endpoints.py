@@ -81,9 +81,7 @@ async def _token(request: Request, tenant: str, *, v2: bool) -> Response:
         form = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False))
     except UnicodeDecodeError:
         return entra.EntraError("invalid_request", 900144, "The request body is not UTF-8.").response()
-    token_request = TokenRequest(
-        form=form, basic=_basic(request), tenant=tenant, v2=v2, base_url=base_url(request)
-    )
+    token_request = TokenRequest(form=form, basic=_basic(request), tenant=tenant, v2=v2, base_url=base_url(request))
     try:
         body = service(request).issue(token_request)
     except entra.EntraError as exc:

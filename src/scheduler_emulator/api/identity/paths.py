@@ -26,10 +26,18 @@ class Shape:
 
 SHAPES = (
     # The token service (SPEC §13): open, a client has no token yet.
-    Shape(name="openid_v2", segments=(ANY, "v2.0", ".well-known", "openid-configuration"), open=True,
-          path="/{tenant}/v2.0/.well-known/openid-configuration"),
-    Shape(name="openid_v1", segments=(ANY, ".well-known", "openid-configuration"), open=True,
-          path="/{tenant}/.well-known/openid-configuration"),
+    Shape(
+        name="openid_v2",
+        segments=(ANY, "v2.0", ".well-known", "openid-configuration"),
+        open=True,
+        path="/{tenant}/v2.0/.well-known/openid-configuration",
+    ),
+    Shape(
+        name="openid_v1",
+        segments=(ANY, ".well-known", "openid-configuration"),
+        open=True,
+        path="/{tenant}/.well-known/openid-configuration",
+    ),
     Shape(name="keys_v2", segments=(ANY, "discovery", "v2.0", "keys"), open=True, path="/{tenant}/discovery/v2.0/keys"),
     Shape(name="keys_v1", segments=(ANY, "discovery", "keys"), open=True, path="/{tenant}/discovery/keys"),
     Shape(name="token_v2", segments=(ANY, "oauth2", "v2.0", "token"), open=True, path="/{tenant}/oauth2/v2.0/token"),
@@ -38,8 +46,12 @@ SHAPES = (
     Shape(name="metadata", segments=("metadata", "endpoints"), open=True, path="/metadata/endpoints"),
     Shape(name="subscriptions", segments=("subscriptions",), open=False, path="/subscriptions"),
     Shape(name="subscription", segments=("subscriptions", ANY), open=False, path="/subscriptions/{subscriptionId}"),
-    Shape(name="locations", segments=("subscriptions", ANY, "locations"), open=False,
-          path="/subscriptions/{subscriptionId}/locations"),
+    Shape(
+        name="locations",
+        segments=("subscriptions", ANY, "locations"),
+        open=False,
+        path="/subscriptions/{subscriptionId}/locations",
+    ),
     Shape(name="tenants", segments=("tenants",), open=False, path="/tenants"),
 )
 

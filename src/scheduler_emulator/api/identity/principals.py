@@ -120,7 +120,7 @@ def _from_file(path: Path) -> list[Principal]:
         raise ConfigError(f"--principals-file: cannot read {path}: {detail}") from None
     entries = document.get("principals") if isinstance(document, dict) else document
     if not isinstance(entries, list):
-        raise ConfigError(f"--principals-file: {path} must hold {{\"principals\": [...]}} or a list")
+        raise ConfigError(f'--principals-file: {path} must hold {{"principals": [...]}} or a list')
     principals = []
     for number, entry in enumerate(entries, start=1):
         where = f"--principals-file {path}, principal {number}"
@@ -186,4 +186,3 @@ def _certificate(path: Path, where: str) -> ClientCertificate:
         sha1_thumbprint=certificate.fingerprint(hashes.SHA1()),  # noqa: S303 - a thumbprint, as the clients send
         sha256_thumbprint=certificate.fingerprint(hashes.SHA256()),
     )
-
