@@ -4,7 +4,7 @@ after its time, and its timer does not keep going off early while it waits."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -50,10 +50,7 @@ def test_occurrences_claimed_ahead_fire_on_time_with_few_timer_wakeups(
     settings = Settings(database_url=database.url, claim_ahead=2, poll_interval=60, shutdown_grace=10)
     wakeups = 0
 
-    async def scenario() -> None:
-        nonlocal wakeups
-        actions = Actions(settings)
-        dispatcher = Dispatcher(database, clock=WallClock(), settings=settings, actions=actions, metrics=Metrics())
+    def count_wakeups(dispatcher: Dispatcher) -> None:
         on_time = dispatcher._on_time
 
         def counted(*args: Any) -> None:
@@ -62,14 +59,8 @@ def test_occurrences_claimed_ahead_fire_on_time_with_few_timer_wakeups(
             on_time(*args)
 
         dispatcher._on_time = counted  # type: ignore[method-assign]
-        dispatcher.start()
-        try:
-            await asyncio.to_thread(target.wait_for, JOBS, 20)
-        finally:
-            await dispatcher.stop(grace=10)
-            await actions.close()
 
-    uvloop.run(scenario())
+    _fired(database, WallClock(), settings, Recording(Actions(settings)), target, JOBS, count_wakeups)
 
     received = target.requests()
     assert len(received) == JOBS
@@ -103,13 +94,21 @@ class Recording:
 
 
 def _fired(
-    database: Database, clock: WallClock, settings: Settings, sender: Recording, target: TargetServer, count: int
+    database: Database,
+    clock: WallClock,
+    settings: Settings,
+    sender: Recording,
+    target: TargetServer,
+    count: int,
+    prepare: Callable[[Dispatcher], None] | None = None,
 ) -> list[FireContext]:
     """Run a dispatcher on ``clock`` that fires through ``sender`` until ``target`` has ``count`` requests; the
-    contexts the sender was handed."""
+    contexts the sender was handed. ``prepare`` is given the dispatcher before it starts."""
 
     async def scenario() -> list[FireContext]:
         dispatcher = Dispatcher(database, clock=clock, settings=settings, actions=sender, metrics=Metrics())
+        if prepare is not None:
+            prepare(dispatcher)
         dispatcher.start()
         try:
             await asyncio.to_thread(target.wait_for, count, 20)

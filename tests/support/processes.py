@@ -25,14 +25,26 @@ def process_ended(pid: int) -> bool:
     return state in ("Z", "X")
 
 
+PF_EXITING = 0x4  # a task's flag (/proc/PID/stat, field 9) from the moment it starts to exit
+
+
 def ended_or_killed(pid: int) -> bool:
-    """Ended, or SIGKILL is pending for it: it cannot run another instruction of its own."""
-    if process_ended(pid):
-        return True
+    """Gone, or being killed by SIGKILL: pending for one of its threads, or taken by one that is now exiting
+    with it (its exit code, /proc/PID/stat field 52, names the signal; a process ending by itself shows its own
+    status there). Either way it cannot run another instruction of its own."""
+    bit = 1 << (signal.SIGKILL - 1)
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return True
-    bit = 1 << (signal.SIGKILL - 1)
-    pending = (int(line.split()[1], 16) for line in status.splitlines() if line.startswith(("SigPnd:", "ShdPnd:")))
-    return any(mask & bit for mask in pending)
+    for task in tasks:
+        try:
+            status = Path(f"/proc/{pid}/task/{task}/status").read_text()
+            fields = Path(f"/proc/{pid}/task/{task}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # that thread has ended
+        pending = (int(line.split()[1], 16) for line in status.splitlines() if line.startswith(("SigPnd:", "ShdPnd:")))
+        exiting = int(fields[6]) & PF_EXITING or fields[0] in ("Z", "X")
+        if any(mask & bit for mask in pending) or (exiting and int(fields[49]) & 0x7F == signal.SIGKILL):
+            return True
+    return not os.path.exists(f"/proc/{pid}")

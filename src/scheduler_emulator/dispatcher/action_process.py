@@ -372,6 +372,9 @@ def _stopped(pid: int) -> bool:
         return False
 
 
+_PR_SET_PDEATHSIG = 1  # prctl's option: the signal this process gets when its parent ends
+
+
 def _die_with(parent: int) -> bool:
     """Have the kernel kill this process when its parent (``parent``, the emulator's process) ends; False if the
     parent has already gone. Without it, an attempt this process had started or held, checked just before the
@@ -385,9 +388,6 @@ def _die_with(parent: int) -> bool:
         if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
             log.warning("the action process could not ask to end with its parent (errno %d)", ctypes.get_errno())
     return os.getppid() == parent  # after the prctl: a parent that ended before it is seen here
-
-
-_PR_SET_PDEATHSIG = 1
 
 
 def _run_child(sock: socket.socket, settings: Settings, parent: int) -> int:
