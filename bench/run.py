@@ -480,6 +480,7 @@ async def phase(client: object, operation: str, make: object, pids: list[int], s
     errors: Counter[int] = Counter()
     cpu_before = h.cpu_split_of(pids)[0]
     box_before = h.machine_jiffies()
+    client_before = time.process_time()
     began = time.perf_counter()
     end = began + seconds
 
@@ -502,6 +503,7 @@ async def phase(client: object, operation: str, make: object, pids: list[int], s
         "p50_ms": h.percentile(latencies, 0.5) * 1000, "p99_ms": h.percentile(latencies, 0.99) * 1000,
         "errors": dict(errors), "server_cpu": (h.cpu_split_of(pids)[0] - cpu_before) / elapsed,
         "box_cpu": h.machine_busy_pct(box_before, h.machine_jiffies()),
+        "client_cpu": (time.process_time() - client_before) / elapsed,
     }
 
 
@@ -613,16 +615,18 @@ def fire_table(results: list[h.Measured]) -> str:
 
 
 def api_table(rows: list[dict[str, object]]) -> str:
-    out = ["| store | operation | requests | req/s | p50 ms | p99 ms | errors | server CPU | box CPU |",
-           "|---|---|---:|---:|---:|---:|---|---:|---:|"]
+    out = ["| store | operation | requests | req/s | p50 ms | p99 ms | errors | server CPU | server CPU ms/req "
+           "| load generator CPU | box CPU |",
+           "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
     for r in rows:
         if r.get("operation") == "error":
-            out.append(f"| {r['store']} | failed: {r.get('error')} | | | | | | | |")
+            out.append(f"| {r['store']} | failed: {r.get('error')} | | | | | | | | | |")
             continue
         errors = ", ".join(f"{k}×{v}" for k, v in r["errors"].items()) or "0"  # type: ignore[attr-defined]
         out.append(f"| {r['store']} | {r['operation']} | {r['requests']:,} | {r['rps']:,.0f} | {r['p50_ms']:.1f} "
                    f"| {r['p99_ms']:.1f} | {errors} | {100 * r['server_cpu']:.0f}% "  # type: ignore[operator]
-                   f"| {r['box_cpu']:.0f}% |")
+                   f"| {1000 * r['server_cpu'] / max(r['rps'], 1e-9):.2f} "  # type: ignore[operator]
+                   f"| {100 * r.get('client_cpu', 0):.0f}% | {r['box_cpu']:.0f}% |")  # type: ignore[operator]
     return "\n".join(out)
 
 

@@ -143,3 +143,26 @@ def test_only_a_sqlite_files_reads_have_reader_threads_of_their_own(database: Da
         assert memory.reader() is None
     finally:
         memory.dispose()
+
+
+def test_postgresqls_api_transactions_run_side_by_side_on_the_databases_worker_threads(database: Database) -> None:
+    """The API's transactions without a thread of their own (PostgreSQL's; an in-memory database's reads) run on
+    the database's worker threads (Database.workers): one executor, several transactions at once (each waits
+    here until all have started), and closed with the database."""
+    if database.dialect == "sqlite":
+        assert database.writer() is not None  # a SQLite file's writes take turns on its one writer thread
+    workers = database.workers()
+    assert workers is database.workers()
+    started = threading.Barrier(4, timeout=BOUND)
+
+    def read_while_the_others_read() -> str:
+        with database.read_session() as session:
+            session.execute(text("SELECT value FROM probe")).all()
+            started.wait()  # all four are inside a transaction at the same time
+        return threading.current_thread().name
+
+    names = [f.result(BOUND) for f in [workers.submit(read_while_the_others_read) for _ in range(4)]]
+    assert len(set(names)) == 4 and all(name.startswith("db-worker") for name in names), names
+    database.dispose()
+    with pytest.raises(RuntimeError):
+        workers.submit(lambda: None)

@@ -188,7 +188,7 @@ async def in_session_locking_late(request: Request, work: Callable[[WriteScope],
                 scope.announce_change(not_before)
             return result, woken, not_before
 
-    result, wake, not_before = await _in_thread(run, database.writer())
+    result, wake, not_before = await _in_thread(run, database.writer() or database.workers())
     if wake:
         wake_dispatcher(request, not_before)
     return result
@@ -216,7 +216,7 @@ async def in_read_session(request: Request, work: Callable[[Session], T], *, sma
     if small and reader is not None:
         with _as_arm_errors():
             return run()
-    return await _in_thread(run, reader)
+    return await _in_thread(run, reader or database.workers())
 
 
 async def _in_thread(run: Callable[[], T], executor: Executor | None = None) -> T:

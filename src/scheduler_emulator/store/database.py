@@ -76,6 +76,7 @@ def head_revisions() -> frozenset[str] | None:
 
 
 READERS = 2  # a SQLite file's reader threads (Database.reader)
+WORKERS = 30  # threads for the API's other transactions (Database.workers): as many as the pool's connections
 IDLE_PING_SECONDS = 1.0  # a pooled connection unused this long is checked before it is handed out
 
 
@@ -236,6 +237,7 @@ class Database:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._writer: ThreadPoolExecutor | None = None
         self._reader: ThreadPoolExecutor | None = None
+        self._workers: ThreadPoolExecutor | None = None
         self._executors_guard = threading.Lock()
         self._read_sessions = self._sessions
         self._statement_sessions: sessionmaker[Session] | None = None
@@ -297,6 +299,16 @@ class Database:
             if self._reader is None:
                 self._reader = ThreadPoolExecutor(READERS, thread_name_prefix="sqlite-reader")
             return self._reader
+
+    def workers(self) -> Executor:
+        """The threads that run the API's other transactions (PostgreSQL's, side by side on the pool; an in-memory
+        database's reads). A plain executor rather than anyio's worker threads (``run_in_threadpool``): with 16
+        clients creating jobs on PostgreSQL, anyio's hand-over (its capacity limiter, cancel scope and queue) was
+        a tenth of the event loop's share of a PUT (bench/README, issue 33, ninth session)."""
+        with self._executors_guard:
+            if self._workers is None:
+                self._workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="db-worker")
+            return self._workers
 
     @contextmanager
     def read_session(self) -> Iterator[Session]:
@@ -386,8 +398,8 @@ class Database:
 
     def dispose(self) -> None:
         with self._executors_guard:
-            executors = [self._writer, self._reader]
-            self._writer = self._reader = None
+            executors = [self._writer, self._reader, self._workers]
+            self._writer = self._reader = self._workers = None
         for executor in executors:
             if executor is not None:
                 executor.shutdown(wait=True)
