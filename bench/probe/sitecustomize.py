@@ -50,3 +50,29 @@ if any("scheduler_emulator" in arg for arg in sys.orig_argv):
 
         for _module in (_context, _jobs, _collections):
             _module.in_read_session = _timed
+
+    if os.environ.get("BENCH_LAG_PROBE"):
+        # The event loop's lag: a task on the emulator's loop sleeps BENCH_LAG_PROBE ms at a time and writes how
+        # much later than asked it woke (perf_counter seconds at waking, lag ms) to $BENCH_PROBE_DIR/lag.<pid>.txt.
+        import asyncio
+        import time
+
+        import scheduler_emulator.dispatcher.loop as _loop_module
+
+        _start = _loop_module.Dispatcher.start
+        _step = float(os.environ["BENCH_LAG_PROBE"]) / 1000
+
+        async def _watch_lag() -> None:
+            path = os.path.join(os.environ.get("BENCH_PROBE_DIR", "/tmp"), f"lag.{os.getpid()}.txt")
+            with open(path, "a", buffering=1) as out:
+                for _ in range(10_000_000):
+                    asked = time.perf_counter()
+                    await asyncio.sleep(_step)
+                    woke = time.perf_counter()
+                    out.write(f"{woke:.6f} {(woke - asked - _step) * 1000:.3f}\n")
+
+        def _start_and_watch(self):  # type: ignore[no-untyped-def]
+            _start(self)
+            self._bench_lag = asyncio.get_running_loop().create_task(_watch_lag())
+
+        _loop_module.Dispatcher.start = _start_and_watch  # type: ignore[method-assign]
