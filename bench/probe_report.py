@@ -36,6 +36,16 @@ def main() -> None:
             cells = " | ".join(f"{percentile(values, q):.2f}" for q in (0.5, 0.9, 0.99, 1.0))
             print(f"| {name} | {cells} |")
         print()
+    spans = [[float(x) for x in line.split()] for path in files for line in path.read_text().splitlines() if line]
+    begin, end = min(r[0] for r in spans), max(r[3] for r in spans)
+    for path in sorted(directory.glob("lag.*.txt")):
+        wakes = [float(line.split()[0]) for line in path.read_text().splitlines() if len(line.split()) == 2]
+        wakes = [t for t in wakes if begin <= t <= end]
+        gaps = [b - a for a, b in zip(wakes, wakes[1:])]
+        if gaps:
+            cells = " | ".join(f"{percentile(gaps, q):.1f}" for q in (0.5, 0.9, 0.99, 1.0))
+            print(f"{path.name}: the event loop's turns while the GETs ran ({len(gaps)} gaps between wake-ups)")
+            print(f"| p50 ms | p90 ms | p99 ms | max ms |\n|---:|---:|---:|---:|\n| {cells} |\n")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,13 @@ not name the module yet, so a probe that tests it never applies), each GET of on
 (``api.context.in_read_session`` with ``small``) is timed inside the app: from the handler's call to the read
 starting, the read, and the way back to the handler (perf_counter seconds, one line per GET, in
 ``$BENCH_PROBE_DIR/gets.<pid>.txt``). ``BENCH_SWITCH_INTERVAL`` (seconds) also sets the interpreter's switch
-interval in those processes."""
+interval in those processes. ``BENCH_LAG_PROBE`` (ms) runs a task on the dispatcher's event loop that sleeps that
+long at a time and writes each wake-up to ``$BENCH_PROBE_DIR/lag.<pid>.txt``: the gaps between wake-ups are the
+lengths of the loop's turns (uvloop counts a timer from the start of the loop's current turn, so the lag written
+beside each understates it).
+
+    BENCH_LAG_PROBE=2 BENCH_PROBE_DIR=/tmp/probe PYTHONPATH=bench/probe .venv/bin/python bench/run.py ...
+    .venv/bin/python bench/probe_report.py /tmp/probe   # with lag files: the loop's turns over the GETs' span"""
 
 from __future__ import annotations
 
