@@ -7,6 +7,7 @@ parts (to the read starting, the read, back to the handler, all of it), in ms.
 from __future__ import annotations
 
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 
@@ -41,7 +42,7 @@ def main() -> None:
     for path in sorted(directory.glob("lag.*.txt")):
         wakes = [float(line.split()[0]) for line in path.read_text().splitlines() if len(line.split()) == 2]
         wakes = [t for t in wakes if begin <= t <= end]
-        gaps = [b - a for a, b in zip(wakes, wakes[1:])]
+        gaps = [b - a for a, b in pairwise(wakes)]
         if gaps:
             cells = " | ".join(f"{percentile(gaps, q):.1f}" for q in (0.5, 0.9, 0.99, 1.0))
             print(f"{path.name}: the event loop's turns while the GETs ran ({len(gaps)} gaps between wake-ups)")
