@@ -15,7 +15,6 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from scheduler_emulator.api import errors
@@ -219,13 +218,11 @@ async def in_read_session(request: Request, work: Callable[[Session], T], *, sma
     return await _in_thread(run, reader or database.workers())
 
 
-async def _in_thread(run: Callable[[], T], executor: Executor | None = None) -> T:
-    """``run`` on ``executor``'s thread (Database.writer) or else a worker thread; domain errors become ARM
+async def _in_thread(run: Callable[[], T], executor: Executor) -> T:
+    """``run`` on one of ``executor``'s threads (Database.writer, reader or workers); domain errors become ARM
     errors, the database's state a 503."""
     with _as_arm_errors():
-        if executor is not None:
-            return await asyncio.get_running_loop().run_in_executor(executor, run)
-        return await run_in_threadpool(run)
+        return await asyncio.get_running_loop().run_in_executor(executor, run)
 
 
 @contextmanager
