@@ -70,3 +70,24 @@ def test_every_caller_resumes_whatever_the_batch_size(count: int) -> None:
         return await asyncio.gather(*(recorder.submit(k) for k in range(count)))  # type: ignore[arg-type]
 
     assert asyncio.run(scenario()) == [2 * k for k in range(count)]
+
+
+def test_callers_of_a_written_batch_hear_of_it_even_if_the_recorder_is_stopped_while_resuming_them() -> None:
+    """The batch is written; the recorder's task is cancelled while it resumes the callers in turns: every caller
+    still gets its result instead of waiting for ever."""
+
+    async def scenario() -> list[object]:
+        recorder = BatchRecorder(lambda items: list(items), gather=0.05)  # type: ignore[arg-type, return-value]
+        stopped: list[bool] = []
+
+        async def caller(k: int) -> object:
+            result = await recorder.submit(k)  # type: ignore[arg-type]
+            if not stopped:  # the first to resume stops the recorder mid-way through the batch
+                stopped.append(True)
+                assert recorder._drainer is not None
+                recorder._drainer.cancel()
+            return result
+
+        return await asyncio.wait_for(asyncio.gather(*(caller(k) for k in range(CALLERS))), timeout=30)
+
+    assert asyncio.run(scenario()) == list(range(CALLERS))

@@ -77,14 +77,15 @@ class BatchRecorder:
                 if not isinstance(exc, Exception):
                     raise
                 continue
-            for k, ((_, future), (ok, value)) in enumerate(zip(batch, outcomes, strict=True), 1):
-                if not future.done():
-                    if ok:
-                        future.set_result(value)
-                    else:
-                        future.set_exception(value)
-                if k % RESUME_AT_ONCE == 0 and k < len(batch):
-                    await asyncio.sleep(0)  # let those callers run, and the loop look at its sockets, first
+            settled = [(future, outcome) for (_, future), outcome in zip(batch, outcomes, strict=True)]
+            for start in range(0, len(settled), RESUME_AT_ONCE):
+                if start:
+                    try:
+                        await asyncio.sleep(0)  # let the callers resumed so far run, and the loop read its sockets
+                    except asyncio.CancelledError:
+                        _settle(settled[start:])  # written: its callers hear so even if this task is stopped
+                        raise
+                _settle(settled[start : start + RESUME_AT_ONCE])
 
     def _run(self, items: list[Write]) -> list[tuple[bool, Any]]:
         try:
@@ -101,6 +102,16 @@ class BatchRecorder:
                     raise
                 outcomes.append((False, exc))
         return outcomes
+
+
+def _settle(settled: Sequence[tuple[asyncio.Future[Any], tuple[bool, Any]]]) -> None:
+    """Each caller's outcome of a written batch, to its future (unless the caller gave up waiting)."""
+    for future, (ok, value) in settled:
+        if not future.done():
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
 
 
 OUTAGE_PATIENCE = 300.0  # seconds a write waits for the database to come back before giving up
