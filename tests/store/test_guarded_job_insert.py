@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
-from sqlalchemy import func, select, text, update
+from sqlalchemy import event, func, select, text, update
 from sqlalchemy.exc import OperationalError
 from support.databases import PostgresDatabase, require_postgres
 from support.scratch_store import T0, add_collection, add_job
@@ -235,3 +235,27 @@ def test_a_failure_of_the_insert_is_sqlalchemys_error(database: Database) -> Non
             )
     assert job_names(database, collection) == []
     assert insert(database, new_job(collection), version)  # the pool's connection is usable again
+
+
+def test_a_create_into_a_collection_read_before_goes_in_one_round_trip(database: Database) -> None:
+    """The process keeps the collection's row from its last read (store.write_scope.KnownCollections): the next
+    create sends no statement of its own before the one round trip of lock, insert and COMMIT (which bypasses
+    SQLAlchemy's cursor); a create after the collection changed reads it again."""
+    collection = add_collection(database)
+    statements: list[str] = []
+    record = lambda _conn, _cursor, statement, *_: statements.append(statement)  # noqa: E731
+    event.listen(database.engine, "before_cursor_execute", record)
+    try:
+        put_job(database, "first")
+        assert len(statements) == 1 and "job_collections" in statements[0]  # the collection's read
+        statements.clear()
+        job, created = put_job(database, "second")
+        assert created and job.id is not None and statements == []
+        with database.session() as session:  # a change of plan: the next create reads the collection again
+            session.execute(update(JobCollectionRow).where(JobCollectionRow.id == collection).values(sku="P10Premium"))
+        statements.clear()
+        put_job(database, "third")
+        assert sum("job_collections" in s and s.lstrip().startswith("SELECT") for s in statements) == 1, statements
+    finally:
+        event.remove(database.engine, "before_cursor_execute", record)
+    assert job_names(database, collection) == ["first", "second", "third"]

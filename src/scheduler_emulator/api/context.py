@@ -25,7 +25,7 @@ from scheduler_emulator.domain.errors import Conflict, FieldError, InvalidName, 
 from scheduler_emulator.schemas import strict_json
 from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.store.database import Database
-from scheduler_emulator.store.wakeups import earliest_noted, wake_needed
+from scheduler_emulator.store.wakeups import EVERY_CHANGE, earliest_noted, wake_needed
 from scheduler_emulator.store.write_scope import WriteScope, collection_lock, write_scope
 
 if TYPE_CHECKING:
@@ -178,10 +178,11 @@ async def in_session_locking_late(request: Request, work: Callable[[WriteScope],
     lookahead = wake_lookahead(request.app.state.settings)
 
     def run() -> tuple[T, bool, datetime | None]:
+        looks_by = None if lookahead is None else datetime.now(UTC) + lookahead  # the dispatchers, by themselves
         with database.session() as session:
-            scope = write_scope(database, session)
+            scope = write_scope(database, session, None if not wake else looks_by or EVERY_CHANGE)
             result = work(scope)
-            woken = wake and (lookahead is None or wake_needed(session, datetime.now(UTC) + lookahead))
+            woken = wake and (looks_by is None or wake_needed(session, looks_by))
             not_before = None if lookahead is None or not woken else earliest_noted(session)
             if woken:
                 scope.announce_change(not_before)

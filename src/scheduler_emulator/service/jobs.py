@@ -105,12 +105,21 @@ def _create_before_locking(
     one collection queue on that lock, so what runs under it bounds their rate. None when it is not a plain
     create, when the read led to an error, or when something changed meanwhile (then nothing was written, and
     the transaction that read it has ended): the caller then does it all under the lock, as for any other
-    write."""
+    write. A collection this process read before (scope.known_collection) is not read again: the insert checks
+    its version, and its job count (the limit is checked by the insert alone then); a name already taken makes
+    the insert write nothing, and the replace is done under the lock."""
     session = scope.session
-    found = repo.find_collection_job_and_version(session, ref.subscription_id, ref.resource_group, ref.name, name)
-    if found is None or found[1] is not None:
-        return None
-    collection, _, count, version = found
+    known = scope.known_collection(ref)
+    if known is not None:
+        (collection, version), count = known, 0
+    else:
+        found = repo.find_collection_job_and_version(session, ref.subscription_id, ref.resource_group, ref.name, name)
+        if found is None:
+            return None
+        collection, existing, count, version = found
+        scope.remember_collection(ref, collection, version)
+        if existing is not None:
+            return None
     try:
         job, limits = _build(
             JobWrite(collection=collection, name=name, raw=raw, moment=moment, floor=floor, job_count=count)

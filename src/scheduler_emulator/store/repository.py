@@ -36,6 +36,7 @@ from scheduler_emulator.store.models import (
     JobRow,
     OccurrenceRow,
 )
+from scheduler_emulator.store.wakeups import notification
 
 FINAL_STATES = ("Completed", "Faulted")
 
@@ -205,7 +206,13 @@ def _guarded_job_insert_sql(dialect: Dialect) -> tuple[str, dict[str, Callable[[
 
 
 def insert_job_locked_and_commit(
-    session: Session, job: JobRow, *, collection_version: str, max_jobs: int, locks: Sequence[str]
+    session: Session,
+    job: JobRow,
+    *,
+    collection_version: str,
+    max_jobs: int,
+    locks: Sequence[str],
+    notify: str | None = None,
 ) -> bool:
     """Take the write ``locks``, insert the new ``job`` (not added to the session) and COMMIT, in one round trip
     (psycopg's pipeline mode: the database runs the statements one after another, so the insert sees all that
@@ -213,7 +220,8 @@ def insert_job_locked_and_commit(
     name is free, its collection unchanged since it was read at ``collection_version``, and the collection holds
     fewer than ``max_jobs`` jobs. True (``job.id`` set) when inserted; False when one of them no longer holds
     (nothing written; the session's objects are expired, to be read again). Either way the session's
-    transaction has ended: what follows runs in a new one.
+    transaction has ended: what follows runs in a new one. ``notify``: a NOTIFY's payload
+    (store.wakeups.notification) sent before the COMMIT, in the same round trip.
     PostgreSQL only (store.write_scope.PostgresWriteScope)."""
     connection = session.connection()
     sql, convert = _guarded_job_insert_sql(connection.dialect)
@@ -230,6 +238,8 @@ def insert_job_locked_and_commit(
             for key in locks:
                 driver.execute(_LOCK, {"key": key})
             inserted = driver.execute(sql, params)
+            if notify is not None:
+                driver.execute(*notification(notify))
             driver.commit()
         row = inserted.fetchone()
     except dialect.loaded_dbapi.Error as exc:

@@ -19,6 +19,8 @@ from sqlalchemy.orm import Session
 log = logging.getLogger("scheduler_emulator.dispatcher")
 
 WAKE_CHANNEL = "scheduler_emulator_wake"
+WAKE_AT_ONCE = ""  # a notification's payload when dispatchers must look at once (see wake_payload)
+EVERY_CHANGE = datetime.max.replace(tzinfo=UTC)  # a wake horizon no due time reaches (store.write_scope)
 _DUE = "scheduler_emulator.due"  # session.info key: when the jobs this transaction changed may be due
 
 
@@ -60,6 +62,12 @@ def notify_dispatchers(session: Session, not_before: datetime | None = None) -> 
             text("SELECT pg_notify(:channel, :payload)"),
             {"channel": WAKE_CHANNEL, "payload": not_before.isoformat()},
         )
+
+
+def notification(payload: str) -> tuple[str, dict[str, str]]:
+    """A NOTIFY carrying ``payload`` (a ``not_before`` as notify_dispatchers sends it, or WAKE_AT_ONCE) as a
+    statement in the driver's (psycopg's) own SQL, for a pipeline of such statements."""
+    return "SELECT pg_notify(%(channel)s, %(payload)s)", {"channel": WAKE_CHANNEL, "payload": payload}
 
 
 def wake_payload(payload: str) -> datetime | None:

@@ -7,6 +7,8 @@ which database it is on."""
 
 from __future__ import annotations
 
+import threading
+import weakref
 from datetime import datetime
 from typing import Protocol
 
@@ -14,8 +16,8 @@ from sqlalchemy.orm import Session
 
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
-from scheduler_emulator.store.models import JobRow
-from scheduler_emulator.store.wakeups import notify_dispatchers
+from scheduler_emulator.store.models import JobCollectionRow, JobRow
+from scheduler_emulator.store.wakeups import EVERY_CHANGE, WAKE_AT_ONCE, notify_dispatchers
 
 
 class NamedCollection(Protocol):
@@ -36,6 +38,39 @@ def collection_lock(subscription: str, resource_group: str, name: str) -> str:
     return f"collection:{subscription.lower()}/{resource_group.lower()}/{name.lower()}"
 
 
+class KnownCollections:
+    """The collections a process read last, each with its row's version (PostgreSQL's ``xmin``), by name: a new
+    job may be built from one without reading the collection again, because the insert that writes it checks
+    the version (PostgresWriteScope.insert_if_unchanged). A stale entry costs only that check's failure, after
+    which the job is written the long way and the entry forgotten. Shared by the process's threads; holds at
+    most ``LIMIT`` collections (the longest unread go first)."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[JobCollectionRow, str]] = {}
+        self._guard = threading.Lock()
+
+    def get(self, collection: NamedCollection) -> tuple[JobCollectionRow, str] | None:
+        """The collection's row as last read (not attached to any session: read it, never change it) and its
+        version; None when not known."""
+        return self._rows.get(_key(collection))
+
+    def remember(self, collection: NamedCollection, row: JobCollectionRow, version: str) -> None:
+        with self._guard:
+            self._rows[_key(collection)] = (row, version)
+            while len(self._rows) > self.LIMIT:
+                del self._rows[next(iter(self._rows))]
+
+    def forget(self, collection: NamedCollection) -> None:
+        with self._guard:
+            self._rows.pop(_key(collection), None)
+
+
+def _key(collection: NamedCollection) -> str:
+    return collection_lock(collection.subscription_id, collection.resource_group, collection.name)
+
+
 class WriteScope:
     """SQLite's: one session writes at a time already, so there is no lock to take, a new job is never
     inserted before it (``inserts_before_locking`` False), and the only dispatcher is this process's, which the
@@ -43,8 +78,17 @@ class WriteScope:
 
     inserts_before_locking = False
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, wake_horizon: datetime | None = None) -> None:
+        """``wake_horizon``: set when the write may wake the dispatchers (see write_scope)."""
         self.session = session
+        self.wake_horizon = wake_horizon
+
+    def known_collection(self, collection: NamedCollection) -> tuple[JobCollectionRow, str] | None:
+        """Only where ``inserts_before_locking``: see KnownCollections."""
+        return None
+
+    def remember_collection(self, collection: NamedCollection, row: JobCollectionRow, version: str) -> None:
+        """Only where ``inserts_before_locking``: see KnownCollections."""
 
     def hold(self, *keys: str) -> None:
         """Hold the write locks named ``keys`` (``collection_lock``, ``subscription:{id}``), taken in that order,
@@ -71,9 +115,17 @@ class PostgresWriteScope(WriteScope):
 
     inserts_before_locking = True
 
-    def __init__(self, session: Session) -> None:
-        super().__init__(session)
+    def __init__(self, session: Session, known: KnownCollections, wake_horizon: datetime | None = None) -> None:
+        super().__init__(session, wake_horizon)
+        self.known = known
         self._locked: set[str] = set()
+        self._announced = False  # a change announced with a new job's insert (insert_if_unchanged)
+
+    def known_collection(self, collection: NamedCollection) -> tuple[JobCollectionRow, str] | None:
+        return self.known.get(collection)
+
+    def remember_collection(self, collection: NamedCollection, row: JobCollectionRow, version: str) -> None:
+        self.known.remember(collection, row, version)
 
     def hold(self, *keys: str) -> None:
         for key in keys:
@@ -82,6 +134,8 @@ class PostgresWriteScope(WriteScope):
                 self._locked.add(key)
 
     def announce_change(self, not_before: datetime | None = None) -> None:
+        if self._announced:
+            return  # with the insert, which ended the transaction: nothing was written after it
         notify_dispatchers(self.session, not_before)
 
     def insert_if_unchanged(
@@ -90,13 +144,45 @@ class PostgresWriteScope(WriteScope):
         """Take ``collection``'s lock, insert the new ``job`` and end the transaction, in one round trip, if what
         the job was built from still holds (store.repository.insert_job_locked_and_commit: its name free, the
         collection still at ``collection_version``, fewer than ``max_jobs`` jobs). True: inserted; False: nothing
-        written. Either way what follows runs in a new transaction, without the lock."""
+        written, and the collection is no longer taken as known. Either way what follows runs in a new
+        transaction, without the lock. A job due before the wake horizon is announced to the dispatchers in the
+        same round trip (else a NOTIFY after the commit took a transaction and three round trips of its own)."""
         key = collection_lock(collection.subscription_id, collection.resource_group, collection.name)
-        return repo.insert_job_locked_and_commit(
-            self.session, job, collection_version=collection_version, max_jobs=max_jobs, locks=[key]
+        notice = self._notice(job)
+        inserted = repo.insert_job_locked_and_commit(
+            self.session, job, collection_version=collection_version, max_jobs=max_jobs, locks=[key], notify=notice
         )
+        if not inserted:
+            self.known.forget(collection)
+        self._announced = inserted and notice is not None
+        return inserted
+
+    def _notice(self, job: JobRow) -> str | None:
+        """What announcing the new ``job`` would tell the dispatchers (store.wakeups.notify_dispatchers: when it
+        is due, or WAKE_AT_ONCE under a virtual clock, whose due times no wall-clock horizon bounds); None when
+        the write wakes no one, or the job is not due before the horizon. The API decides the same from the
+        job's note afterwards (store.wakeups.wake_needed, earliest_noted), and then finds it announced."""
+        if self.wake_horizon is None:
+            return None
+        if self.wake_horizon == EVERY_CHANGE:
+            return WAKE_AT_ONCE
+        due = job.next_execution_time
+        return due.isoformat() if due is not None and due < self.wake_horizon else None
 
 
-def write_scope(database: Database, session: Session) -> WriteScope:
-    """The write scope of ``database``'s kind over ``session`` (the caller's transaction; no lock held yet)."""
-    return PostgresWriteScope(session) if database.dialect == "postgresql" else WriteScope(session)
+_KNOWN: weakref.WeakKeyDictionary[Database, KnownCollections] = weakref.WeakKeyDictionary()
+_KNOWN_GUARD = threading.Lock()
+
+
+def write_scope(database: Database, session: Session, wake_horizon: datetime | None = None) -> WriteScope:
+    """The write scope of ``database``'s kind over ``session`` (the caller's transaction; no lock held yet).
+    ``wake_horizon``: the write may wake the dispatchers, which look again by themselves for jobs due before
+    then (store.wakeups.wake_needed); ``store.wakeups.EVERY_CHANGE``: every change wakes them (a virtual
+    clock); None: the write wakes no one."""
+    if database.dialect != "postgresql":
+        return WriteScope(session, wake_horizon)
+    with _KNOWN_GUARD:
+        known = _KNOWN.get(database)
+        if known is None:
+            known = _KNOWN[database] = KnownCollections()
+    return PostgresWriteScope(session, known, wake_horizon)
