@@ -17,6 +17,7 @@ from support.api_calls import (
     delete,
     expect_ok,
     get,
+    http_action,
     job_body,
     list_all,
     put,
@@ -93,3 +94,17 @@ def test_a_put_of_a_name_taken_after_a_create_replaces_that_job(app: TestClient,
     again = expect_ok(put(app, names.job_path("first"), job_body(recurrence={"frequency": "Hour", "interval": 3})))
     assert again["properties"]["recurrence"]["interval"] == 3
     assert _job_names(app, names) == ["Twin", "first"]
+
+
+def test_creates_refused_for_their_definition_leave_the_next_creates_working(app: TestClient) -> None:
+    """A refused create rolls its transaction back, which once expired the collection's row the process kept
+    (a 500 for every later create into that collection)."""
+    names = Names()
+    create_collection(app, names)
+    too_large = job_body(action=http_action(body="x" * 17_000))
+    assert put(app, names.job_path("big"), too_large).status_code == 400
+    create_job(app, names, "first")
+    assert put(app, names.job_path("big"), too_large).status_code == 400
+    assert_arm_error(put(app, names.job_path("bad"), job_body(startTime="soon")), 400, "BadRequest")
+    create_job(app, names, "second")
+    assert _job_names(app, names) == ["first", "second"]

@@ -52,8 +52,8 @@ class KnownCollections:
         self._guard = threading.Lock()
 
     def get(self, collection: NamedCollection) -> tuple[JobCollectionRow, str] | None:
-        """The collection's row as last read (not attached to any session: read it, never change it) and its
-        version; None when not known."""
+        """The collection's row as last read (detached from its session: read it, never change it or add it to
+        a session) and its version; None when not known."""
         return self._rows.get(_key(collection))
 
     def remember(self, collection: NamedCollection, row: JobCollectionRow, version: str) -> None:
@@ -125,6 +125,9 @@ class PostgresWriteScope(WriteScope):
         return self.known.get(collection)
 
     def remember_collection(self, collection: NamedCollection, row: JobCollectionRow, version: str) -> None:
+        # Out of the session, first: what the session does next (a rollback, expire_all after a refused insert,
+        # the same row read again under the lock) must not expire or change the row other threads now read.
+        self.session.expunge(row)
         self.known.remember(collection, row, version)
 
     def hold(self, *keys: str) -> None:
