@@ -230,6 +230,35 @@ def private_postgres() -> Iterator[PrivatePostgres]:
         yield server
 
 
+def _unexplained(
+    path: str,
+    owners: list[tuple[str, str]],
+    target: TargetServer,
+    logs: dict[int, str],
+    windows: list[tuple[str, datetime]],
+    outage: tuple[datetime, datetime] | None,
+) -> str:
+    """What is known of a duplicate no fault explains: both requests as the target saw them (when, from which
+    port, with which request id), the faults' times, and what its dispatchers logged about the job."""
+    job = path.rsplit("/", 1)[1]
+    seen = [
+        f"{r.wall.isoformat()} port {r.client_port} id {r.headers.get('x-ms-client-request-id')} "
+        f"tag {r.headers.get('x-ms-execution-tag')}"
+        for r in target.requests(path)
+    ]
+    lines = [
+        f"{pid}: {line}"
+        for pid in {_pid(owner) for pair in owners for owner in pair}
+        for line in logs.get(pid, "").splitlines()
+        if f"/{job} " in line or f'/{job}"' in line or "database" in line or "failed" in line
+    ]
+    return (
+        f"{path} fired twice, not explained by a fault: occurrence owners {owners}; requests {seen}; faults "
+        f"{[(fault, when.isoformat()) for fault, when in windows]}; outage {outage}; dispatcher log lines "
+        + "\n".join(lines[-60:])
+    )
+
+
 def test_faults_lose_nothing_and_duplicate_only_what_was_in_flight(
     private_postgres: PrivatePostgres, emulators: EmulatorPool, tmp_path: Path, target: TargetServer
 ) -> None:
@@ -331,7 +360,7 @@ def test_faults_lose_nothing_and_duplicate_only_what_was_in_flight(
                 why.append(
                     f"{job}: in flight in dispatcher {_pid(first_owner)} while the database was away, taken over"
                 )
-        assert why, f"{path} fired twice, not explained by a fault: occurrence owners {owners}"
+        assert why, _unexplained(path, owners, target, dispatcher_logs, windows, outage)
         explained.extend(why)
 
     # No acknowledged write lost.
