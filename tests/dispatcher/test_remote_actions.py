@@ -26,13 +26,7 @@ import pytest
 from support.target_server import TargetServer
 
 from scheduler_emulator.config import Settings
-from scheduler_emulator.dispatcher.action_process import (
-    ANSWERS_PER_TURN,
-    ActionProcess,
-    RemoteActions,
-    _Child,
-    attempt_message,
-)
+from scheduler_emulator.dispatcher.action_process import ActionProcess, RemoteActions, _Child, attempt_message
 from scheduler_emulator.dispatcher.actions import FireContext
 from scheduler_emulator.dispatcher.definitions import read_definition
 from scheduler_emulator.dispatcher.firing import Actions, Deferred
@@ -214,77 +208,3 @@ def test_an_attempt_held_while_the_emulators_process_is_stopped_comes_back_unsen
         stopped.wait(10)
     assert target.requests("/while-stopped") == []
     assert len(target.requests("/running")) == 1
-
-
-def _frames(data: bytes) -> list[tuple[Any, ...]]:
-    """The complete messages in ``data`` (the socket pair's length-prefixed marshal frames)."""
-    messages, start = [], 0
-    while len(data) - start >= 4:
-        (length,) = struct.unpack_from("!I", data, start)
-        if start + 4 + length > len(data):
-            break
-        messages.append(marshal.loads(data[start + 4 : start + 4 + length]))
-        start += 4 + length
-    return messages
-
-
-def _answers(messages: list[tuple[Any, ...]]) -> bytes:
-    """The action process's answers to ``messages`` (each naming its attempt's target), in one write."""
-    uris = [json.loads(message[1])["request"]["uri"] for message in messages]
-    payloads = [marshal.dumps((m[0], True, f"answer {uri}", None)) for m, uri in zip(messages, uris, strict=True)]
-    return b"".join(struct.pack("!I", len(payload)) + payload for payload in payloads)
-
-
-@pytest.mark.parametrize("attempts", [1, 17, 60])
-def test_a_burst_of_answers_resumes_each_attempt_with_its_own_and_the_loop_reads_its_sockets_between(
-    tmp_path: Path, attempts: int
-) -> None:
-    """Answers arriving together (one write, as the action process sends what finished in one turn) resume their
-    attempts a few per turn of the loop (ANSWERS_PER_TURN), not all in one turn: a socket that becomes readable
-    as the first attempt resumes (a GET's request, here a probe) is read once two turns' worth have resumed (those
-    resumed in the turn that saw it readable and those handed on in it), not after all of them."""
-
-    async def scenario() -> tuple[list[tuple[int, str]], list[int]]:
-        loop = asyncio.get_running_loop()
-        ours, peer = socket.socketpair()
-        peer.setblocking(False)
-        child = silent_child()
-        remote = RemoteActions(ActionProcess(child.pid, ours), Actions(Settings(data_dir=tmp_path)), patience=60)
-        await remote.start()
-        probe_in, probe_out = socket.socketpair()
-        resumed: list[tuple[int, str]] = []
-        probe_read_after: list[int] = []
-
-        def probe_readable() -> None:
-            probe_read_after.append(len(resumed))
-            loop.remove_reader(probe_in.fileno())
-
-        loop.add_reader(probe_in.fileno(), probe_readable)
-
-        async def attempt(index: int) -> None:
-            outcome = await remote.execute(http_action(f"http://127.0.0.1:9/{index}"), CONTEXT)
-            resumed.append((index, outcome.message))
-            if len(resumed) == 1:
-                probe_out.send(b"x")  # readable from now on: read at the loop's next look at its sockets
-
-        tasks = [asyncio.create_task(attempt(i)) for i in range(attempts)]
-        received = b""
-        for _ in range(1000):
-            received += await loop.sock_recv(peer, 1 << 20)
-            if len(_frames(received)) == attempts:
-                break
-        sent = _frames(received)
-        assert len(sent) == attempts
-        await loop.sock_sendall(peer, _answers(sent))
-        await asyncio.wait_for(asyncio.gather(*tasks), 10)
-        child.kill()
-        await remote.close()
-        peer.close()
-        for end in (probe_in, probe_out):
-            end.close()
-        return resumed, probe_read_after
-
-    resumed, probe_read_after = asyncio.run(scenario())
-    assert sorted(index for index, _ in resumed) == list(range(attempts))
-    assert all(message == f"answer http://127.0.0.1:9/{index}" for index, message in resumed)  # each its own
-    assert probe_read_after == [min(attempts, 2 * ANSWERS_PER_TURN)]

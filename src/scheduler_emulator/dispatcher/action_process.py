@@ -51,7 +51,6 @@ EXIT_WAIT_SECONDS = 5.0  # how long close() waits for the action process to end 
 # Seconds beyond the action timeout that an attempt may go unanswered before it fails (a token fetch, redirects
 # and the answer's way back all fit well within it).
 ACTION_ANSWER_MARGIN = 30.0
-ANSWERS_PER_TURN = 16  # the action process's answers handed on in one turn of the dispatcher's loop
 
 
 def wanted(settings: Settings) -> bool:
@@ -69,22 +68,14 @@ class Frames(asyncio.Protocol):
     """Length-prefixed messages both ways over the socket pair, in ``marshal``'s format (tuples of strings,
     numbers and booleans: both ends are the same interpreter; it costs a fraction of pickle's). ``on_message``
     gets each message in order, ``on_lost`` the end of the connection. What is sent in one turn of the event
-    loop goes out in one write (a burst of fires due together: one system call, not one each). ``per_turn``: at
-    most that many messages are handed on in one turn of the loop, the rest in the turns after (None: all)."""
+    loop goes out in one write (a burst of fires due together: one system call, not one each)."""
 
-    def __init__(
-        self,
-        on_message: Callable[[Any], None],
-        on_lost: Callable[[Exception | None], None],
-        per_turn: int | None = None,
-    ) -> None:
+    def __init__(self, on_message: Callable[[Any], None], on_lost: Callable[[Exception | None], None]) -> None:
         self.on_message = on_message
         self.on_lost = on_lost
-        self.per_turn = per_turn
         self.transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._outgoing: list[bytes] = []
-        self._draining = False  # the rest of the buffer is handed on in a later turn (per_turn)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -103,35 +94,20 @@ class Frames(asyncio.Protocol):
             self.transport.write(b"".join(outgoing))
 
     def data_received(self, data: bytes) -> None:
-        self._buffer += data
-        if not self._draining:
-            self._hand_on(self.per_turn)
-
-    def _hand_on(self, limit: int | None) -> None:
-        """Hand on the buffer's complete messages, at most ``limit`` of them; the rest in the next turn."""
         buffer = self._buffer
-        start, size, handed = 0, len(buffer), 0
+        buffer += data
+        start, size = 0, len(buffer)
         while size - start >= 4:
-            if limit is not None and handed == limit:
-                self._draining = True
-                asyncio.get_running_loop().call_soon(self._drain)
-                break
             (length,) = _LENGTH.unpack_from(buffer, start)
             end = start + 4 + length
             if end > size:
                 break
             message = marshal.loads(buffer[start + 4 : end])
             start = end
-            handed += 1
             self.on_message(message)
         del buffer[:start]
 
-    def _drain(self) -> None:
-        self._draining = False
-        self._hand_on(self.per_turn)
-
     def connection_lost(self, exc: Exception | None) -> None:
-        self._hand_on(None)  # what arrived before the end still counts
         self.on_lost(exc)
 
 
@@ -216,9 +192,7 @@ class RemoteActions:
 
     async def start(self) -> None:
         """Connect to the action process (on the running loop)."""
-        # A burst of answers (a hundred or more at 3,000 fires/s) resumes its attempts a few at a time, so that
-        # the loop reads its sockets (a GET's request) between them (bench/README, issue 33, tenth session).
-        frames = Frames(self._answered, self._lost, per_turn=ANSWERS_PER_TURN)
+        frames = Frames(self._answered, self._lost)
         await asyncio.get_running_loop().create_unix_connection(lambda: frames, sock=self.process.sock)
         self._frames = frames
         self._watchdog = asyncio.create_task(self._watch(), name="action-process-watchdog")
