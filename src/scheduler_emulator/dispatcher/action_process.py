@@ -51,6 +51,8 @@ EXIT_WAIT_SECONDS = 5.0  # how long close() waits for the action process to end 
 # Seconds beyond the action timeout that an attempt may go unanswered before it fails (a token fetch, redirects
 # and the answer's way back all fit well within it).
 ACTION_ANSWER_MARGIN = 30.0
+READY_WAIT_SECONDS = 10.0  # how long fork() waits for the action process to be set to end with its parent
+_READY = b"R"  # the action process's first byte on the socket pair: it will end with its parent
 
 
 def wanted(settings: Settings) -> bool:
@@ -138,6 +140,17 @@ class ActionProcess:
             finally:
                 os._exit(code)
         child_end.close()
+        # Not before the child has asked the kernel to kill it with this process (_die_with): killed before
+        # that, this process would leave it running (the suite saw it under load, where the child had not yet
+        # run so far when the service was up and killed). A few milliseconds at start-up.
+        parent_end.settimeout(READY_WAIT_SECONDS)
+        try:
+            ready = parent_end.recv(1) == _READY
+        except OSError:
+            ready = False
+        parent_end.settimeout(None)
+        if not ready:
+            log.warning("the action process (pid %d) did not say it was ready within %g s", pid, READY_WAIT_SECONDS)
         return cls(pid, parent_end)
 
     def reap(self, block: bool = False) -> bool:
@@ -402,6 +415,7 @@ def _run_child(sock: socket.socket, settings: Settings, parent: int) -> int:
     if not _die_with(parent):
         stop_background_logging()
         return 0
+    sock.sendall(_READY)  # the parent waits for it (ActionProcess.fork)
     # As the server's process does once built: at the default thresholds, the attempts waiting here when the
     # targets fall behind (thousands of tasks) were walked by a collection every 700 allocations.
     tune_garbage_collector()
