@@ -43,7 +43,7 @@ class KnownCollections:
     job may be built from one without reading the collection again, because the insert that writes it checks
     the version (PostgresWriteScope.insert_if_unchanged). A stale entry costs only that check's failure, after
     which the job is written the long way and the entry forgotten. Shared by the process's threads; holds at
-    most ``LIMIT`` collections (the longest unread go first)."""
+    most ``LIMIT`` collections (those read from the database longest ago go first)."""
 
     LIMIT = 4096
 
