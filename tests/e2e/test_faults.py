@@ -246,11 +246,14 @@ def _unexplained(
         f"tag {r.headers.get('x-ms-execution-tag')}"
         for r in target.requests(path)
     ]
-    lines = [
+    owning = {_pid(owner) for pair in owners for owner in pair}
+    lines = [  # its owners' lines about it or the database, and any dispatcher's takeovers (the record keeps only
+        # the first and the last owner: one in between shows only in its own log)
         f"{pid}: {line}"
-        for pid in {_pid(owner) for pair in owners for owner in pair}
-        for line in logs.get(pid, "").splitlines()
-        if f"/{job} " in line or f'/{job}"' in line or "database" in line or "failed" in line
+        for pid, log in logs.items()
+        for line in log.splitlines()
+        if "took over" in line
+        or (pid in owning and (f"/{job} " in line or f'/{job}"' in line or "database" in line or "failed" in line))
     ]
     return (
         f"{path} fired twice, not explained by a fault: occurrence owners {owners}; requests {seen}; faults "

@@ -183,7 +183,7 @@ async def in_session_locking_late(request: Request, work: Callable[[WriteScope],
             scope = write_scope(database, session, None if not wake else looks_by or EVERY_CHANGE)
             result = work(scope)
             woken = wake and (looks_by is None or wake_needed(session, looks_by))
-            not_before = None if lookahead is None or not woken else earliest_noted(session)
+            not_before = None if looks_by is None or not woken else earliest_noted(session)
             if woken:
                 scope.announce_change(not_before)
             return result, woken, not_before

@@ -124,7 +124,8 @@ class ActionProcess:
     @classmethod
     def fork(cls, settings: Settings) -> ActionProcess | None:
         """Fork the action process (None, and actions run in this process, when it cannot be forked safely:
-        a thread is already running, whose locks the child would inherit held)."""
+        a thread is already running, whose locks the child would inherit held; or when the child does not say
+        within READY_WAIT_SECONDS that it will end with this process)."""
         if not hasattr(os, "fork") or threading.active_count() != 1:
             return None
         for stream in (sys.stdout, sys.stderr):  # nothing buffered that both processes would write out
@@ -149,8 +150,18 @@ class ActionProcess:
         except OSError:
             ready = False
         parent_end.settimeout(None)
-        if not ready:
-            log.warning("the action process (pid %d) did not say it was ready within %g s", pid, READY_WAIT_SECONDS)
+        if not ready:  # a byte arriving later would break the framing: actions run in this process instead
+            log.warning(
+                "the action process (pid %d) did not start within %g s; actions are sent from this process",
+                pid,
+                READY_WAIT_SECONDS,
+            )
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            parent_end.close()
+            return None
         return cls(pid, parent_end)
 
     def reap(self, block: bool = False) -> bool:

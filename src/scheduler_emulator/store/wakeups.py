@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
@@ -55,18 +54,13 @@ def notify_dispatchers(session: Session, not_before: datetime | None = None) -> 
     commit); ``not_before`` (see earliest_noted) goes with it as the payload, so that a dispatcher that looks by
     itself before then can ignore it. PostgreSQL only: store.write_scope calls it where the database is one
     (SQLite has one process, whose dispatcher is woken in-process instead)."""
-    if not_before is None:
-        session.execute(text(f"NOTIFY {WAKE_CHANNEL}"))
-    else:
-        session.execute(
-            text("SELECT pg_notify(:channel, :payload)"),
-            {"channel": WAKE_CHANNEL, "payload": not_before.isoformat()},
-        )
+    session.connection().exec_driver_sql(*notification(WAKE_AT_ONCE if not_before is None else not_before.isoformat()))
 
 
 def notification(payload: str) -> tuple[str, dict[str, str]]:
     """A NOTIFY carrying ``payload`` (a ``not_before`` as notify_dispatchers sends it, or WAKE_AT_ONCE) as a
-    statement in the driver's (psycopg's) own SQL, for a pipeline of such statements."""
+    statement in the driver's (psycopg's) own SQL: for notify_dispatchers and for a pipeline of statements
+    (store.repository.insert_job_locked_and_commit)."""
     return "SELECT pg_notify(%(channel)s, %(payload)s)", {"channel": WAKE_CHANNEL, "payload": payload}
 
 
