@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -25,6 +25,7 @@ from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.action_process import ACTION_ANSWER_MARGIN, ActionProcess, RemoteActions
 from scheduler_emulator.dispatcher.firing import Actions, ActionSender
 from scheduler_emulator.dispatcher.loop import Dispatcher, Pacing
+from scheduler_emulator.dispatcher.own_loop import DispatcherThread
 from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.store.database import ConnectionBounds, Database
@@ -71,34 +72,52 @@ def create_app(
         app.state.database = database
         if virtual is not None:
             await virtual.load(database)
-        dispatcher = None
+        dispatcher: Dispatcher | DispatcherThread | None = None
+        stop_dispatcher: Callable[[float], Awaitable[None]] | None = None
         if settings.dispatcher:
-            local = Actions(settings)
-            actions: ActionSender = local
-            if action_process is not None:  # the same actions, sent from the action process while it runs
-                remote = RemoteActions(
-                    action_process,
-                    local,
-                    up=app.state.metrics.action_process.set,
-                    patience=settings.action_timeout + ACTION_ANSWER_MARGIN,
+
+            async def build() -> tuple[Dispatcher, ActionSender]:
+                local = Actions(settings)
+                actions: ActionSender = local
+                if action_process is not None:  # the same actions, sent from the action process while it runs
+                    remote = RemoteActions(
+                        action_process,
+                        local,
+                        up=app.state.metrics.action_process.set,
+                        patience=settings.action_timeout + ACTION_ANSWER_MARGIN,
+                    )
+                    await remote.start()
+                    actions = remote
+                built = Dispatcher(
+                    database, clock=clock, settings=settings, actions=actions, metrics=app.state.metrics, pacing=pacing
                 )
-                await remote.start()
-                actions = remote
-            dispatcher = Dispatcher(
-                database, clock=clock, settings=settings, actions=actions, metrics=app.state.metrics, pacing=pacing
-            )
-            dispatcher.start()
+                return built, actions
+
+            if virtual is None:  # on a loop of its own (dispatcher.own_loop)
+                dispatcher = DispatcherThread(build)
+                await dispatcher.start()
+                stop_dispatcher = dispatcher.stop
+            else:  # the virtual clock's stepping runs the dispatcher's tasks from this loop
+                on_this_loop, actions = await build()
+                on_this_loop.start()
+                app.state.stepper = stepping.ClockStepper(virtual, on_this_loop)
+                dispatcher = on_this_loop
+
+                async def stop_here(grace: float) -> None:
+                    await on_this_loop.stop(grace)
+                    await actions.close()
+
+                stop_dispatcher = stop_here
         app.state.dispatcher = dispatcher
-        if virtual is not None and dispatcher is not None:
-            app.state.stepper = stepping.ClockStepper(virtual, dispatcher)
         tune_garbage_collector()
         try:
             yield
         finally:
-            if dispatcher is not None:
-                await dispatcher.stop(settings.shutdown_grace)
-                await actions.close()
+            if stop_dispatcher is not None:
+                await stop_dispatcher(settings.shutdown_grace)
             await stop_deployment_runs(app.state.deployment_runs)
+            if database.loop_reads is not None:
+                await database.loop_reads.close()
             database.dispose()
             app.state.heavy_work.close()
 

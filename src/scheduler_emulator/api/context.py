@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -25,11 +25,13 @@ from scheduler_emulator.domain.errors import Conflict, FieldError, InvalidName, 
 from scheduler_emulator.schemas import strict_json
 from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.loop_reads import LoopReads
 from scheduler_emulator.store.wakeups import EVERY_CHANGE, earliest_noted, wake_needed
 from scheduler_emulator.store.write_scope import WriteScope, collection_lock, write_scope
 
 if TYPE_CHECKING:
     from scheduler_emulator.dispatcher.loop import Dispatcher
+    from scheduler_emulator.dispatcher.own_loop import DispatcherThread
 
 log = logging.getLogger("scheduler_emulator.api")
 MAX_ASSUMED_POLL = 60.0  # seconds: the longest --poll-interval assumed of any process sharing the database
@@ -108,7 +110,7 @@ def now(request: Request) -> datetime:
 def wake_dispatcher(request: Request, not_before: datetime | None = None) -> None:
     """Tell this process's dispatcher that a job may have become due earlier (``not_before``: see
     Dispatcher.wake)."""
-    dispatcher: Dispatcher | None = request.app.state.dispatcher
+    dispatcher: Dispatcher | DispatcherThread | None = request.app.state.dispatcher
     if dispatcher is not None:
         dispatcher.wake(not_before)
 
@@ -217,6 +219,17 @@ async def in_read_session(request: Request, work: Callable[[Session], T], *, sma
         with _as_arm_errors():
             return run()
     return await _in_thread(run, reader or database.workers())
+
+
+async def in_loop_read(request: Request, read: Callable[[LoopReads], Awaitable[T]], work: Callable[[Session], T]) -> T:
+    """A read of one statement: ``read`` on the event loop where the store has such reads (PostgreSQL:
+    store.loop_reads, no thread and no ORM session), otherwise ``work``, which reads the same, as
+    in_read_session's small reads; domain errors become ARM errors, the database's state a 503."""
+    reads = request.app.state.database.loop_reads
+    if reads is None:
+        return await in_read_session(request, work, small=True)
+    with _as_arm_errors():
+        return await read(reads)
 
 
 async def _in_thread(run: Callable[[], T], executor: Executor) -> T:

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.client_dialects import client_dialect, read_sent_durations
 from scheduler_emulator.api.context import (
+    in_loop_read,
     in_read_session,
     in_session,
     in_session_locking_late,
@@ -89,11 +90,12 @@ async def get_job(
     style = client_dialect(request).one_job
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
-    def work(session: Session) -> dict[str, Any]:
-        collection, job = jobs.get_in(session, ref, job_name)
-        return job_to_wire(collection, job, style)
-
-    return JSONResponse(await in_read_session(request, work, small=True))
+    collection, job = await in_loop_read(
+        request,
+        lambda reads: jobs.get_in_on_loop(reads, ref, job_name),
+        lambda session: jobs.get_in(session, ref, job_name),
+    )
+    return JSONResponse(job_to_wire(collection, job, style))
 
 
 @router.delete(JOB)

@@ -34,6 +34,7 @@ from scheduler_emulator.store.write_scope import WriteScope
 
 if TYPE_CHECKING:  # service.collections imports this module
     from scheduler_emulator.service.collections import CollectionRef
+    from scheduler_emulator.store.loop_reads import LoopReads
 
 log = logging.getLogger("scheduler_emulator.service")
 
@@ -53,6 +54,18 @@ def get(session: Session, collection: JobCollectionRow, name: str) -> JobRow:
 def get_in(session: Session, ref: CollectionRef, name: str) -> tuple[JobCollectionRow, JobRow]:
     """The collection ``ref`` names and its job ``name``, read together; NotFound for whichever is missing."""
     found = repo.find_collection_with_job(session, ref.subscription_id, ref.resource_group, ref.name, name)
+    return _found_in(ref, name, found)
+
+
+async def get_in_on_loop(reads: LoopReads, ref: CollectionRef, name: str) -> tuple[JobCollectionRow, JobRow]:
+    """As get_in, read on the event loop (store.loop_reads)."""
+    found = await repo.find_collection_with_job_on_loop(reads, ref.subscription_id, ref.resource_group, ref.name, name)
+    return _found_in(ref, name, found)
+
+
+def _found_in(
+    ref: CollectionRef, name: str, found: tuple[JobCollectionRow, JobRow | None] | None
+) -> tuple[JobCollectionRow, JobRow]:
     if found is None:
         raise NotFound("job collection", ref.name)
     collection, job = found

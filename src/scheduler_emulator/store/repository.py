@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -37,6 +37,9 @@ from scheduler_emulator.store.models import (
     OccurrenceRow,
 )
 from scheduler_emulator.store.wakeups import notification
+
+if TYPE_CHECKING:
+    from scheduler_emulator.store.loop_reads import LoopReads
 
 FINAL_STATES = ("Completed", "Faulted")
 
@@ -265,6 +268,14 @@ def find_collection_with_job(
     """The collection (as find_collection) and its job named ``job_name`` if any, in one statement (what a
     job read needs; None when there is no such collection)."""
     row = session.execute(_collection_and_job(), _names(subscription, resource_group, name, job_name)).first()
+    return None if row is None else (row[0], row[1])
+
+
+async def find_collection_with_job_on_loop(
+    reads: LoopReads, subscription: str, resource_group: str, name: str, job_name: str
+) -> tuple[JobCollectionRow, JobRow | None] | None:
+    """As find_collection_with_job, read on the event loop (store.loop_reads); the rows are detached."""
+    row = await reads.first(_collection_and_job(), _names(subscription, resource_group, name, job_name))
     return None if row is None else (row[0], row[1])
 
 

@@ -1,0 +1,94 @@
+"""The dispatcher on an event loop of its own (dispatcher.own_loop), in the process that serves the API: the
+service in-process (the app over httpx.ASGITransport, the wall clock, its dispatcher) on a real store and a real
+HTTP target. A job created through the API fires at once although the dispatcher, with nothing due, would not
+look again for a minute (the API's wake-up crosses to the dispatcher's loop; on PostgreSQL its NOTIFY does too);
+an attempt in flight at shutdown finishes within the grace and is recorded; the dispatcher's thread ends with
+the app."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from support.databases import PostgresDatabase, require_postgres
+from support.scratch_store import BACKENDS
+from support.target_server import TargetServer
+
+from scheduler_emulator.app import create_app
+from scheduler_emulator.config import Settings
+
+API = {"api-version": "2016-03-01"}
+COLLECTION = "/subscriptions/s/resourceGroups/g/providers/Microsoft.Scheduler/jobCollections/c"
+BOUND = 30.0  # seconds: only a fire that never comes waits this long
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'scheduler.db'}"
+        return
+    require_postgres()
+    pg = PostgresDatabase().create()
+    try:
+        yield pg.url
+    finally:
+        pg.drop()
+
+
+def dispatcher_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "dispatcher-loop"]
+
+
+def test_a_job_made_through_the_api_fires_at_once_and_its_attempt_in_flight_ends_within_the_grace(
+    database_url: str, target: TargetServer
+) -> None:
+    settings = Settings(database_url=database_url, poll_interval=60, shutdown_grace=20)
+    app = create_app(settings)
+    target.respond("/slow", delay=1.0)
+    job = {"properties": {"action": {"type": "Http", "request": {"uri": target.url("/slow"), "method": "GET"}}}}
+    first = {"properties": {"action": {"type": "Http", "request": {"uri": target.url("/first"), "method": "GET"}}}}
+    before = len(dispatcher_threads())
+
+    async def scenario() -> tuple[list[int], int, float]:
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client,
+        ):
+            running = len(dispatcher_threads())
+            statuses = [
+                (await client.put(COLLECTION, params=API, json={"location": "westus"})).status_code,
+                (await client.put(f"{COLLECTION}/jobs/first", params=API, json=first)).status_code,
+            ]
+            # Once the first has fired, the dispatcher has nothing due: it sleeps for its poll interval (60 s).
+            await asyncio.to_thread(target.wait_for, 1, BOUND, "/first")
+            await asyncio.sleep(0.5)  # past the cycle that claimed the first (the wait below is the assertion)
+            statuses.append((await client.put(f"{COLLECTION}/jobs/now", params=API, json=job)).status_code)
+            started = time.monotonic()
+            await asyncio.to_thread(target.wait_for, 1, BOUND, "/slow")  # the request reached the target
+            waited = time.monotonic() - started
+        return statuses, running, waited  # the lifespan's end waited for the attempt (grace 20 s)
+
+    statuses, running, waited = asyncio.run(scenario())
+    assert statuses == [201, 201, 201]
+    assert running == before + 1, "the dispatcher runs on a thread of its own while the app runs"
+    assert waited < BOUND and len(target.requests("/slow")) == 1
+    assert len(dispatcher_threads()) == before, "the dispatcher's thread ended with the app"
+
+    # The attempt that was in flight when the app stopped was recorded as completed (read by a new app).
+    async def history() -> httpx.Response:
+        again = create_app(Settings(database_url=database_url, dispatcher=False))
+        async with (
+            again.router.lifespan_context(again),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=again), base_url="http://127.0.0.1") as client,
+        ):
+            return await client.get(f"{COLLECTION}/jobs/now/history", params=API)
+
+    answer = asyncio.run(history())
+    assert answer.status_code == 200, answer.text
+    entries = answer.json()["value"]
+    assert [entry["properties"]["status"] for entry in entries] == ["Completed"], entries
