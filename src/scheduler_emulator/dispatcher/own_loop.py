@@ -1,10 +1,11 @@
 """The dispatcher on an event loop of its own, in a thread of the process that serves the API.
 
-On one event loop with the API, each request waited for the dispatcher's turns of the loop: at 3,000 fires/s a
-turn lasted up to 17-37 ms (p99), and a GET of a job waits for about three of them (the request, the database's
-answer, the response), so GET p99 was 28-66 ms on PostgreSQL ×1 (bench/README, issue 33, eleventh session). On
-a loop of its own the dispatcher's turns no longer hold up a request: the two loops share the interpreter lock,
-which a thread holds for at most the switch interval (5 ms) while another waits for it.
+On one event loop with the API, each request waited for the dispatcher's turns of the loop: at 3,000 fires/s on
+PostgreSQL ×1 the loop's turns lasted 17.6 ms at p99; a GET's read of a job on that loop took 24 ms at p99 (at
+2,000 fires/s on a slower host; its round trip is well under a millisecond), nearly all of it waiting for the
+loop to take up the answer (bench/README, issue 33, eleventh session).
+On a loop of its own the dispatcher's turns no longer hold up a request: the two loops share the interpreter
+lock, which a thread holds for at most the switch interval (5 ms) while another waits for it.
 
 What crosses between the loops: the API's wake-ups (``wake``, handed to the dispatcher's loop), start and stop
 (run there, awaited here). Metrics (prometheus_client) and logging are thread-safe. Not used under the virtual
