@@ -8,8 +8,7 @@ not name the module yet, so a probe that tests it never applies), each GET of on
 (``api.context.in_read_session`` with ``small``) is timed inside the app: from the handler's call to the read
 starting, the read, and the way back to the handler (perf_counter seconds, one line per GET, in
 ``$BENCH_PROBE_DIR/gets.<pid>.txt``). ``BENCH_SWITCH_INTERVAL`` (seconds) also sets the interpreter's switch
-interval in those processes (instead of serving.SWITCH_INTERVAL). ``BENCH_LAG_PROBE`` (ms) runs a task on the
-dispatcher's event loop (its own since issue 33's eleventh session, not the API's) that sleeps that
+interval in those processes. ``BENCH_LAG_PROBE`` (ms) runs a task on the dispatcher's event loop that sleeps that
 long at a time and writes each wake-up to ``$BENCH_PROBE_DIR/lag.<pid>.txt``: the gaps between wake-ups are the
 lengths of the loop's turns (uvloop counts a timer from the start of the loop's current turn, so the lag written
 beside each understates it).
@@ -23,10 +22,8 @@ import os
 import sys
 
 if any("scheduler_emulator" in arg for arg in sys.orig_argv):
-    if os.environ.get("BENCH_SWITCH_INTERVAL"):  # instead of the emulator's own (serving.SWITCH_INTERVAL)
-        import scheduler_emulator.serving as _serving
-
-        _serving.SWITCH_INTERVAL = float(os.environ["BENCH_SWITCH_INTERVAL"])
+    if os.environ.get("BENCH_SWITCH_INTERVAL"):
+        sys.setswitchinterval(float(os.environ["BENCH_SWITCH_INTERVAL"]))
     if os.environ.get("BENCH_PROBE_DIR"):
         import time
 

@@ -22,13 +22,6 @@ from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.secrets import SecretBox, SecretKeyMismatch
 from scheduler_emulator.tls import self_signed_certificate
 
-# Seconds a thread may hold the interpreter lock while another waits for it (Python's default: 0.005). The API's
-# event loop, the dispatcher's (dispatcher.own_loop) and the database's threads take turns on it; each time a
-# loop comes back from waiting on a socket it waits up to this long. PostgreSQL ×1 at 2,000 fires/s on a slow
-# host, five runs against four: GET job p99 17-24 ms (one 49) against 35-59, fires p99 5-11 ms (one 48) against
-# 11-47, CPU per fire unchanged (bench/README, issue 33, eleventh session).
-SWITCH_INTERVAL = 0.001
-
 
 def check_secret_key(settings: Settings) -> None:
     """Before serving: migrate the store and check that the secret key opens its secrets (ConfigError if
@@ -54,7 +47,6 @@ def serve(settings: Settings) -> None:
     """Run the service in the foreground until interrupted (``settings`` as cli.py read and checked them)."""
     # Forked first, while this process runs one thread (see dispatcher/action_process.py).
     action_process = ActionProcess.fork(settings) if action_process_wanted(settings) else None
-    sys.setswitchinterval(SWITCH_INTERVAL)
     configure_logging(settings.log_level, settings.log_format)
     make_files_private()
     secure_data_dir(settings.data_dir)
