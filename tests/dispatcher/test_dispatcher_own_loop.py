@@ -11,11 +11,10 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
-from support.databases import PostgresDatabase, require_postgres
+from support.databases import fresh_database
 from support.scratch_store import BACKENDS
 from support.target_server import TargetServer
 
@@ -28,16 +27,9 @@ BOUND = 30.0  # seconds: only a fire that never comes waits this long
 
 
 @pytest.fixture(params=BACKENDS)
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'scheduler.db'}"
-        return
-    require_postgres()
-    pg = PostgresDatabase().create()
-    try:
-        yield pg.url
-    finally:
-        pg.drop()
+def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with fresh_database(request.param, tmp_path_factory) as url:
+        yield url
 
 
 def dispatcher_threads() -> list[threading.Thread]:

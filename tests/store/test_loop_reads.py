@@ -17,7 +17,7 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import inspect, text
 from sqlalchemy.exc import OperationalError
-from support.databases import PostgresDatabase, require_postgres
+from support.databases import fresh_database
 from support.scratch_store import T0, add_collection
 
 from scheduler_emulator.store import repository as repo
@@ -31,16 +31,14 @@ BOUND = 30.0  # seconds: only a read that hangs takes this long
 
 
 @pytest.fixture
-def database() -> Iterator[Database]:
-    require_postgres()
-    pg = PostgresDatabase().create()
-    database = Database(pg.url, SecretBox(Fernet.generate_key()))
-    try:
-        database.migrate()
-        yield database
-    finally:
-        database.dispose()
-        pg.drop()
+def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
+    with fresh_database("postgresql", tmp_path_factory) as url:
+        database = Database(url, SecretBox(Fernet.generate_key()))
+        try:
+            database.migrate()
+            yield database
+        finally:
+            database.dispose()
 
 
 def add_job(database: Database, collection_id: int, name: str) -> None:
@@ -175,11 +173,13 @@ def test_a_server_that_does_not_answer_fails_the_read_within_its_bound_and_the_l
             return failure, ticks
 
         started = time.monotonic()
-        failure, ticks = asyncio.run(scenario())
+        try:
+            failure, ticks = asyncio.run(scenario())
+        finally:
+            hung.dispose()
         assert isinstance(failure, OperationalError), "the read failed as the database's state"
         assert time.monotonic() - started < BOUND, "within its bound, not the test's"
         assert ticks >= 2, "the loop ran other work while the read waited"
-        hung.dispose()
     finally:
         silent.close()
 
