@@ -96,6 +96,18 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def descendants_of(pid: int) -> list[int]:
+    """``pid``'s children, theirs, and so on (bounded by the process tree: each pid once)."""
+    found: list[int] = []
+    waiting = children_of(pid)
+    while waiting:
+        child = waiting.pop(0)
+        if child not in found:
+            found.append(child)
+            waiting += children_of(child)
+    return found
+
+
 def cpu_split_of(pids: list[int]) -> tuple[float, float]:
     """(all CPU, the kernel's share) of the processes together, in seconds; a process gone counts 0."""
     splits = [proc_cpu_split(pid) or (0.0, 0.0) for pid in pids]
@@ -383,8 +395,9 @@ class Emulator:
 
     @property
     def pids(self) -> list[int]:
-        """The process and its children (the action process it forks: its CPU is the emulator's too)."""
-        return [self.pid, *children_of(self.pid)]
+        """The process and its descendants (the dispatcher's process and the action process it forks: their CPU
+        is the emulator's too)."""
+        return [self.pid, *descendants_of(self.pid)]
 
     def spawn(self) -> None:
         self.spawned_at = time.time()

@@ -203,3 +203,36 @@ def test_start_up_lines_stay_whole_beside_the_log_writer_on_one_pipe(tmp_path: P
         line for line in said if not line.startswith("Listening on") or "{" in line
     ][:5]
     assert all(json.loads(line) for line in lines if "Listening on" not in line)
+
+
+_TWO_PROCESSES = """
+import logging, os
+from scheduler_emulator.logs import configure_logging, stop_background_logging
+child = os.fork()
+configure_logging("info", "json")
+log = logging.getLogger("scheduler_emulator.test")
+for i in range(20000):
+    log.info("%s line %d %s", "child" if child == 0 else "parent", i, "x" * 300)
+stop_background_logging()
+if child == 0:
+    os._exit(0)
+os.waitpid(child, 0)
+"""
+
+
+def test_two_processes_logging_to_one_pipe_never_cut_each_others_lines(tmp_path: Path) -> None:
+    # The emulator's process and its dispatcher's process (dispatcher.own_process) both log to one standard
+    # error. A pipe keeps a write whole only up to PIPE_BUF bytes: the log writer writes its batches in pieces of
+    # whole lines no longer than that (logs.whole_lines).
+    script = tmp_path / "two.py"
+    script.write_text(_TWO_PROCESSES)
+    done = subprocess.run(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    lines = done.stdout.decode().splitlines()
+    cut = [line for line in lines if not (line.startswith("{") and line.endswith("}"))]
+    assert cut == [], cut[:3]
+    messages = [json.loads(line)["message"].split(" x")[0] for line in lines]
+    for who in ("child", "parent"):
+        assert [m for m in messages if m.startswith(who)] == [f"{who} line {i}" for i in range(20000)]

@@ -26,6 +26,7 @@ from scheduler_emulator.dispatcher.action_process import ACTION_ANSWER_MARGIN, A
 from scheduler_emulator.dispatcher.firing import Actions, ActionSender
 from scheduler_emulator.dispatcher.loop import Dispatcher, Pacing
 from scheduler_emulator.dispatcher.own_loop import DispatcherThread
+from scheduler_emulator.dispatcher.own_process import DispatcherProcess
 from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.store.database import ConnectionBounds, Database
@@ -44,6 +45,32 @@ def connection_bounds(settings: Settings) -> ConnectionBounds:
     )
 
 
+async def build_dispatcher(
+    settings: Settings,
+    database: Database,
+    clock: Clock,
+    metrics: Metrics,
+    action_process: ActionProcess | None,
+    pacing: Pacing | None = None,
+) -> tuple[Dispatcher, ActionSender]:
+    """A dispatcher over ``database`` (not started) and its action sender: ``action_process``'s while it runs,
+    else this process's own (firing.Actions)."""
+    local = Actions(settings)
+    actions: ActionSender = local
+    if action_process is not None:  # the same actions, sent from the action process while it runs
+        remote = RemoteActions(
+            action_process,
+            local,
+            up=metrics.action_process.set,
+            patience=settings.action_timeout + ACTION_ANSWER_MARGIN,
+        )
+        await remote.start()
+        actions = remote
+    pacing = pacing or Pacing.of(settings)
+    built = Dispatcher(database, clock=clock, settings=settings, actions=actions, metrics=metrics, pacing=pacing)
+    return built, actions
+
+
 async def stop_deployment_runs(runs: set[asyncio.Task[None]]) -> None:
     """Stop the template deployments still running here; each records that the emulator stopped it."""
     for task in list(runs):
@@ -52,12 +79,17 @@ async def stop_deployment_runs(runs: set[asyncio.Task[None]]) -> None:
 
 
 def create_app(
-    settings: Settings, clock: Clock | None = None, *, action_process: ActionProcess | None = None
+    settings: Settings,
+    clock: Clock | None = None,
+    *,
+    action_process: ActionProcess | None = None,
+    dispatcher_process: DispatcherProcess | None = None,
 ) -> FastAPI:
     """The service: ARM routes behind the ARM pipeline, over the store ``settings`` name. ``clock``: the clock
     of ``--clock real`` (default the wall clock; tests may set one); ``--clock virtual`` builds its own.
     ``action_process``: the process serving.serve forked to send the actions (none: they are sent from this
-    process)."""
+    process). ``dispatcher_process``: the process serving.serve forked to run the dispatcher
+    (dispatcher.own_process; none: it runs in this process)."""
 
     box = SecretBox(secret_key(settings))
     virtual = VirtualClock(settings.clock_start) if settings.clock == "virtual" else None
@@ -72,28 +104,20 @@ def create_app(
         app.state.database = database
         if virtual is not None:
             await virtual.load(database)
-        dispatcher: Dispatcher | DispatcherThread | None = None
+        dispatcher: Dispatcher | DispatcherThread | DispatcherProcess | None = None
         stop_dispatcher: Callable[[float], Awaitable[None]] | None = None
         if settings.dispatcher:
 
             async def build() -> tuple[Dispatcher, ActionSender]:
-                local = Actions(settings)
-                actions: ActionSender = local
-                if action_process is not None:  # the same actions, sent from the action process while it runs
-                    remote = RemoteActions(
-                        action_process,
-                        local,
-                        up=app.state.metrics.action_process.set,
-                        patience=settings.action_timeout + ACTION_ANSWER_MARGIN,
-                    )
-                    await remote.start()
-                    actions = remote
-                built = Dispatcher(
-                    database, clock=clock, settings=settings, actions=actions, metrics=app.state.metrics, pacing=pacing
+                return await build_dispatcher(
+                    settings, database, clock, app.state.metrics, action_process, pacing=pacing
                 )
-                return built, actions
 
-            if virtual is None:  # on a loop of its own (dispatcher.own_loop)
+            if dispatcher_process is not None:  # in a process of its own; here if that fails
+                await dispatcher_process.start(lambda: DispatcherThread(build))
+                dispatcher = dispatcher_process
+                stop_dispatcher = dispatcher_process.stop
+            elif virtual is None:  # on a loop of its own (dispatcher.own_loop)
                 dispatcher = DispatcherThread(build)
                 await dispatcher.start()
                 stop_dispatcher = dispatcher.stop

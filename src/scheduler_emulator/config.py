@@ -52,6 +52,12 @@ class Settings(BaseSettings):
         description="Send the actions from a second process of the emulator's own, on another core than the "
         "dispatcher and the API (auto: when the machine gives the process 2 CPUs or more).",
     )
+    dispatcher_process: ActionProcessMode = Field(
+        "auto",
+        description="On PostgreSQL, run the dispatcher in a second process of the emulator's own, so that the API "
+        "and the dispatcher each have a core (auto: when the machine gives the process 2 CPUs or more; never on "
+        "SQLite, in memory or with --clock virtual, nor with --no-api or --no-dispatcher).",
+    )
     min_retry_interval: float = Field(
         15.0,
         gt=0,
@@ -362,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--dispatcher", action=argparse.BooleanOptionalAction, default=None, help=describe("dispatcher")
     )
     parser.add_argument("--action-process", choices=list(get_args(ActionProcessMode)), help=describe("action_process"))
+    parser.add_argument(
+        "--dispatcher-process", choices=list(get_args(ActionProcessMode)), help=describe("dispatcher_process")
+    )
     parser.add_argument("--min-retry-interval", type=float, help=describe("min_retry_interval"))
     parser.add_argument("--action-timeout", type=float, help=describe("action_timeout"))
     parser.add_argument("--poll-interval", type=float, help=describe("poll_interval"))

@@ -12,9 +12,11 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import select
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, TextIO
@@ -85,6 +87,7 @@ _STOP = object()
 # kit, compose), a write longer than the pipe's atomic size (4 KiB) can be split by another thread's write, and a
 # start-up line ("Listening on …") landing inside a batch of log lines broke the line a reader parses.
 OUTPUT_LOCK = threading.Lock()
+ATOMIC_WRITE_BYTES = getattr(select, "PIPE_BUF", 512)  # see whole_lines
 GATHER_SECONDS = 0.02  # the writer wakes at most this often under load, writing what gathered meanwhile
 
 
@@ -168,8 +171,9 @@ class BackgroundHandler(logging.Handler):
                 self.handleError(record)
         try:
             with OUTPUT_LOCK:
-                self.stream.write("".join(lines))
-                self.stream.flush()
+                for chunk in whole_lines(lines):
+                    self.stream.write(chunk)
+                    self.stream.flush()
         except (OSError, ValueError):  # the stream is gone (closed pipe): nothing more can be written
             pass
 
@@ -196,6 +200,24 @@ class BackgroundHandler(logging.Handler):
         # logging.shutdown() (at interpreter exit) closes every handler: nothing queued is lost.
         self.stop()
         super().close()
+
+
+def whole_lines(lines: list[str], most: int = ATOMIC_WRITE_BYTES) -> Iterator[str]:
+    """``lines`` joined into writes of at most ``most`` bytes each (a longer line alone), so that no line is cut.
+    The emulator's processes (dispatcher.own_process, action_process) write to the same standard error; into a
+    pipe, the kernel keeps a write of up to PIPE_BUF bytes whole, and may interleave longer ones with another
+    process's."""
+    chunk: list[str] = []
+    size = 0
+    for line in lines:
+        length = len(line) if line.isascii() else len(line.encode())
+        if chunk and size + length > most:
+            yield "".join(chunk)
+            chunk, size = [], 0
+        chunk.append(line)
+        size += length
+    if chunk:
+        yield "".join(chunk)
 
 
 def _background_handler() -> BackgroundHandler | None:
@@ -234,7 +256,7 @@ def configure_logging(level: str, form: str) -> None:
         logger.propagate = True
     # Our own access log replaces uvicorn's (it carries the request id, route and duration).
     logging.getLogger("uvicorn.access").disabled = True
-    for noisy in ("aiohttp", "azure", "uamqp", "alembic.runtime.migration"):
+    for noisy in ("aiohttp", "azure", "uamqp", "alembic.runtime.migration", "alembic.runtime.plugins"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
 
 

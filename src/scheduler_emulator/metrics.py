@@ -2,13 +2,43 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
 
 LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
+class _Part:
+    """The families of ``registry`` whose being a dispatcher's is ``dispatcher`` (a collector, for
+    generate_latest)."""
+
+    def __init__(self, registry: CollectorRegistry, dispatcher: bool) -> None:
+        self.registry = registry
+        self.dispatcher = dispatcher
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            if (family.name in Metrics.DISPATCHER_FAMILIES) == self.dispatcher:
+                yield family
+
+
 class Metrics:
     """Everything ``GET /metrics`` reports."""
+
+    # The dispatcher's metrics: reported by the process that runs it (dispatcher.own_process).
+    DISPATCHER_FAMILIES = frozenset(
+        {
+            "scheduler_occurrences_fired",
+            "scheduler_attempts",
+            "scheduler_action_process_up",
+            "scheduler_firing_lag_seconds",
+            "scheduler_occurrences_in_flight",
+            "scheduler_dispatcher_cycles",
+            "scheduler_dispatcher_write_batches",
+        }
+    )
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -67,5 +97,8 @@ class Metrics:
             registry=self.registry,
         )
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, dispatcher: bool | None = None) -> bytes:
+        """Prometheus text: every family; or only the dispatcher's (True) or only the others (False)."""
+        if dispatcher is None:
+            return generate_latest(self.registry)
+        return generate_latest(_Part(self.registry, dispatcher))

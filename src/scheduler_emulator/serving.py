@@ -17,6 +17,8 @@ from scheduler_emulator.config import ConfigError, Settings
 from scheduler_emulator.connections import guarded_protocol
 from scheduler_emulator.dispatcher.action_process import ActionProcess
 from scheduler_emulator.dispatcher.action_process import wanted as action_process_wanted
+from scheduler_emulator.dispatcher.own_process import DispatcherProcess
+from scheduler_emulator.dispatcher.own_process import wanted as dispatcher_process_wanted
 from scheduler_emulator.logs import configure_logging, say, stop_background_logging
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.secrets import SecretBox, SecretKeyMismatch
@@ -45,8 +47,11 @@ def check_secret_key(settings: Settings) -> None:
 
 def serve(settings: Settings) -> None:
     """Run the service in the foreground until interrupted (``settings`` as cli.py read and checked them)."""
-    # Forked first, while this process runs one thread (see dispatcher/action_process.py).
-    action_process = ActionProcess.fork(settings) if action_process_wanted(settings) else None
+    # Forked first, while this process runs one thread (see dispatcher/action_process.py). The dispatcher's
+    # process, when there is one, forks the action process of its own.
+    dispatcher_process = DispatcherProcess.fork(settings) if dispatcher_process_wanted(settings) else None
+    wants_actions = dispatcher_process is None and action_process_wanted(settings)
+    action_process = ActionProcess.fork(settings) if wants_actions else None
     configure_logging(settings.log_level, settings.log_format)
     make_files_private()
     secure_data_dir(settings.data_dir)
@@ -68,7 +73,7 @@ def serve(settings: Settings) -> None:
             sys.stderr,
         )
     try:
-        app = create_app(settings, action_process=action_process)
+        app = create_app(settings, action_process=action_process, dispatcher_process=dispatcher_process)
         check_secret_key(settings)
     except ConfigError as exc:
         say(f"scheduler-emulator: error: {exc}", sys.stderr)

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from support.api_client import API, create_job, wait_history
 from support.names import Names
-from support.processes import children_of, ended_or_killed, process_ended
+from support.processes import children_of, ended_or_killed, process_ended, socket_owner
 from support.server import EmulatorPool, ServerProcess
 from support.target_server import TargetServer
 from support.waiting import wait_until
@@ -28,25 +28,6 @@ from scheduler_emulator.dispatcher.definitions import read_definition
 from scheduler_emulator.schemas.job import ActionBase
 
 PARAMS = {"api-version": API}
-
-
-def socket_owner(local_port: int, candidates: list[int]) -> int | None:
-    """Which of ``candidates`` holds the TCP socket bound to 127.0.0.1:``local_port`` (/proc/net/tcp gives its
-    inode, /proc/PID/fd the process holding that inode)."""
-    inodes = set()
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if int(fields[1].split(":")[1], 16) == local_port:
-            inodes.add(fields[9])
-    for pid in candidates:
-        for descriptor in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{descriptor}")
-            except OSError:
-                continue
-            if link.startswith("socket:[") and link[8:-1] in inodes:
-                return pid
-    return None
 
 
 def gauge(server: ServerProcess) -> float:

@@ -9,6 +9,7 @@ named point (scheduler_emulator/faults.py) — inside its claim's transaction, w
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections import Counter
@@ -44,11 +45,17 @@ def postgres() -> Iterator[PostgresDatabase]:
     database.drop()
 
 
-def frozen(process: ServerProcess) -> bool:
+def frozen(pid: int) -> bool:
     """Whether the process is stopped (SIGSTOP), as the kernel says."""
-    assert process.process is not None
-    status = Path(f"/proc/{process.process.pid}/status").read_text()
-    return "State:\tT" in status
+    return "State:\tT" in Path(f"/proc/{pid}/status").read_text()
+
+
+def paused_pid(process: ServerProcess, point: str) -> int:
+    """The pid of the process that stopped itself at ``point``: the dispatcher's, which on PostgreSQL is a
+    process of its own forked by the emulator's (dispatcher.own_process)."""
+    match = re.search(rf"test pause at {re.escape(point)} \(pid (\d+)\)", process.log)
+    assert match is not None, process.log_tail()
+    return int(match.group(1))
 
 
 def cycles(process: ServerProcess) -> int:
@@ -85,18 +92,18 @@ def test_a_frozen_dispatchers_jobs_fire_elsewhere_and_never_twice(
     first = datetime.now(UTC) + timedelta(seconds=3)
     insert_due_jobs(postgres.url, names, "f", JOBS, first, 0.2, target.url("/fire"))  # one claim takes them all
     wait_until(lambda: f"test pause at {point}" in frozen_one.log, 30, f"the dispatcher to pause at {point}")
-    wait_until(lambda: frozen(frozen_one), 10, "the process to be stopped")
+    pid = paused_pid(frozen_one, point)
+    wait_until(lambda: frozen(pid), 10, "the process to be stopped")
 
     other = emulators.start(tmp_path / "b", "--no-api", "--lease-seconds", LEASE, env=key, **common)
     try:
         # While the first is still frozen, every job fires, from the other dispatcher.
         wait_until(lambda: len(fired_paths(target, "f")) == JOBS, 60, lambda: f"fires: {fired_paths(target, 'f')}")
-        assert frozen(frozen_one), "fired while the claimer was frozen: by the other dispatcher"
+        assert frozen(pid), "fired while the claimer was frozen: by the other dispatcher"
         late = max(r.lateness for r in target.requests() if r.path.startswith("/fire/f"))
         print(f"\nfrozen at {point}: every job fired from the other dispatcher, at most {late:.2f} s late")
     finally:
-        assert frozen_one.process is not None
-        os.kill(frozen_one.process.pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGCONT)
 
     # Woken: it says what it found, then looks for work again; nothing it had claimed fires a second time.
     wait_until(

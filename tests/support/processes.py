@@ -48,3 +48,22 @@ def ended_or_killed(pid: int) -> bool:
         if any(mask & bit for mask in pending) or (exiting and int(fields[49]) & 0x7F == signal.SIGKILL):
             return True
     return not os.path.exists(f"/proc/{pid}")
+
+
+def socket_owner(local_port: int, candidates: list[int]) -> int | None:
+    """Which of ``candidates`` holds the TCP socket bound to 127.0.0.1:``local_port`` (/proc/net/tcp gives its
+    inode, /proc/PID/fd the process holding that inode)."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == local_port:
+            inodes.add(fields[9])
+    for pid in candidates:
+        for descriptor in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{descriptor}")
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                return pid
+    return None

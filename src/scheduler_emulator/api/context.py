@@ -32,6 +32,7 @@ from scheduler_emulator.store.write_scope import WriteScope, collection_lock, wr
 if TYPE_CHECKING:
     from scheduler_emulator.dispatcher.loop import Dispatcher
     from scheduler_emulator.dispatcher.own_loop import DispatcherThread
+    from scheduler_emulator.dispatcher.own_process import DispatcherProcess
 
 log = logging.getLogger("scheduler_emulator.api")
 MAX_ASSUMED_POLL = 60.0  # seconds: the longest --poll-interval assumed of any process sharing the database
@@ -110,7 +111,7 @@ def now(request: Request) -> datetime:
 def wake_dispatcher(request: Request, not_before: datetime | None = None) -> None:
     """Tell this process's dispatcher that a job may have become due earlier (``not_before``: see
     Dispatcher.wake)."""
-    dispatcher: Dispatcher | DispatcherThread | None = request.app.state.dispatcher
+    dispatcher: Dispatcher | DispatcherThread | DispatcherProcess | None = request.app.state.dispatcher
     if dispatcher is not None:
         dispatcher.wake(not_before)
 

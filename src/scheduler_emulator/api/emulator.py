@@ -14,6 +14,7 @@ from scheduler_emulator import __version__
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_read_session, in_session, now, read_body
 from scheduler_emulator.api.preview import HeavyWork, compute_preview
+from scheduler_emulator.dispatcher.own_process import DispatcherProcess
 from scheduler_emulator.store.overview import count_due
 
 router = APIRouter(prefix="/_emulator")
@@ -65,4 +66,8 @@ async def metrics(request: Request) -> Response:
     moment = now(request)
     with contextlib.suppress(errors.ArmError):  # the database is away: report the rest
         registry.backlog.set(await in_read_session(request, lambda session: count_due(session, moment)))
-    return Response(registry.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    dispatcher = request.app.state.dispatcher
+    # The dispatcher's own metrics come from its process, when it runs in one (dispatcher.own_process).
+    apart = await dispatcher.metrics() if isinstance(dispatcher, DispatcherProcess) else None
+    body = registry.render() if apart is None else registry.render(dispatcher=False) + apart
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -52,7 +52,7 @@ EXIT_WAIT_SECONDS = 5.0  # how long close() waits for the action process to end 
 # and the answer's way back all fit well within it).
 ACTION_ANSWER_MARGIN = 30.0
 READY_WAIT_SECONDS = 10.0  # how long fork() waits for the action process to be set to end with its parent
-_READY = b"R"  # the action process's first byte on the socket pair: it will end with its parent
+READY = b"R"  # the action process's first byte on the socket pair: it will end with its parent
 
 
 def wanted(settings: Settings) -> bool:
@@ -113,6 +113,49 @@ class Frames(asyncio.Protocol):
         self.on_lost(exc)
 
 
+def fork_child(run: Callable[[socket.socket, int], int], what: str) -> tuple[int, socket.socket | None] | None:
+    """Fork a child of the emulator's own that runs ``run(its end of a socket pair, this process's pid)`` and
+    ends with its exit status; ``run`` must first ask to end with this process (``die_with``) and then send
+    ``READY``. None (nothing forked) when a thread is already running, whose locks the child would inherit
+    held. (pid, None) when the child did not say READY within READY_WAIT_SECONDS: it was killed and collected
+    (a byte arriving later would break the framing). ``what`` names the child in errors."""
+    if not hasattr(os, "fork") or threading.active_count() != 1:
+        return None
+    for stream in (sys.stdout, sys.stderr):  # nothing buffered that both processes would write out
+        stream.flush()
+    parent_end, child_end = socket.socketpair()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller
+        code = 70
+        try:
+            parent_end.close()
+            code = run(child_end, parent)
+        except BaseException:  # noqa: BLE001 - the child must end here, whatever happened
+            log.exception("%s failed", what)
+            code = 1
+        finally:
+            os._exit(code)
+    child_end.close()
+    # Not before the child has asked the kernel to kill it with this process (die_with): killed before
+    # that, this process would leave it running (the suite saw it under load, where the child had not yet
+    # run so far when the service was up and killed). A few milliseconds at start-up.
+    parent_end.settimeout(READY_WAIT_SECONDS)
+    try:
+        ready = parent_end.recv(1) == READY
+    except OSError:
+        ready = False
+    parent_end.settimeout(None)
+    if not ready:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        parent_end.close()
+        return pid, None
+    return pid, parent_end
+
+
 class ActionProcess:
     """The forked action process as its parent knows it: its pid and the parent's end of the socket pair."""
 
@@ -126,43 +169,18 @@ class ActionProcess:
         """Fork the action process (None, and actions run in this process, when it cannot be forked safely:
         a thread is already running, whose locks the child would inherit held; or when the child does not say
         within READY_WAIT_SECONDS that it will end with this process)."""
-        if not hasattr(os, "fork") or threading.active_count() != 1:
+        forked = fork_child(lambda sock, parent: _run_child(sock, settings, parent), "the action process")
+        if forked is None:
             return None
-        for stream in (sys.stdout, sys.stderr):  # nothing buffered that both processes would write out
-            stream.flush()
-        parent_end, child_end = socket.socketpair()
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # the action process: never returns into the caller
-            code = 70
-            try:
-                parent_end.close()
-                code = _run_child(child_end, settings, parent)
-            finally:
-                os._exit(code)
-        child_end.close()
-        # Not before the child has asked the kernel to kill it with this process (_die_with): killed before
-        # that, this process would leave it running (the suite saw it under load, where the child had not yet
-        # run so far when the service was up and killed). A few milliseconds at start-up.
-        parent_end.settimeout(READY_WAIT_SECONDS)
-        try:
-            ready = parent_end.recv(1) == _READY
-        except OSError:
-            ready = False
-        parent_end.settimeout(None)
-        if not ready:  # a byte arriving later would break the framing: actions run in this process instead
+        pid, sock = forked
+        if sock is None:
             log.warning(
                 "the action process (pid %d) did not start within %g s; actions are sent from this process",
                 pid,
                 READY_WAIT_SECONDS,
             )
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-            parent_end.close()
             return None
-        return cls(pid, parent_end)
+        return cls(pid, sock)
 
     def reap(self, block: bool = False) -> bool:
         """Collect the ended child's status; True once it has been collected."""
@@ -399,7 +417,7 @@ def _stopped(pid: int) -> bool:
 _PR_SET_PDEATHSIG = 1  # prctl's option: the signal this process gets when its parent ends
 
 
-def _die_with(parent: int) -> bool:
+def die_with(parent: int) -> bool:
     """Have the kernel kill this process when its parent (``parent``, the emulator's process) ends; False if the
     parent has already gone. Without it, an attempt this process had started or held, checked just before the
     parent was killed, would still reach its target after the parent was gone (the suite saw one 11 ms after a
@@ -410,7 +428,7 @@ def _die_with(parent: int) -> bool:
 
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            log.warning("the action process could not ask to end with its parent (errno %d)", ctypes.get_errno())
+            log.warning("pid %d could not ask to end with its parent (errno %d)", os.getpid(), ctypes.get_errno())
     return os.getppid() == parent  # after the prctl: a parent that ended before it is seen here
 
 
@@ -423,10 +441,10 @@ def _run_child(sock: socket.socket, settings: Settings, parent: int) -> int:
         signal.signal(number, signal.SIG_IGN)
     # First: the handlers inherited from the parent write through its log-writer thread, not in this fork.
     configure_logging(settings.log_level, settings.log_format)
-    if not _die_with(parent):
+    if not die_with(parent):
         stop_background_logging()
         return 0
-    sock.sendall(_READY)  # the parent waits for it (ActionProcess.fork)
+    sock.sendall(READY)  # the parent waits for it (ActionProcess.fork)
     # As the server's process does once built: at the default thresholds, the attempts waiting here when the
     # targets fall behind (thousands of tasks) were walked by a collection every 700 allocations.
     tune_garbage_collector()

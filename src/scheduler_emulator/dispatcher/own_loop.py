@@ -29,7 +29,7 @@ log = logging.getLogger("scheduler_emulator.dispatcher")
 JOIN_SECONDS = 30.0  # the thread's end, once its loop was told to stop
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
+def new_event_loop() -> asyncio.AbstractEventLoop:
     """uvloop's, as the API's (uvicorn's default), else asyncio's."""
     try:
         import uvloop
@@ -43,7 +43,7 @@ class DispatcherThread:
 
     def __init__(self, build: Callable[[], Awaitable[tuple[Dispatcher, ActionSender]]]) -> None:
         self._build = build
-        self._loop = _new_loop()
+        self._loop = new_event_loop()
         self._thread = threading.Thread(target=self._run, name="dispatcher-loop", daemon=True)
         self._dispatcher: Dispatcher | None = None
         self._actions: ActionSender | None = None
