@@ -557,7 +557,7 @@ def run_million(jobs: int, due_soon: int, idle_seconds: float, profile_to: Path 
         if arrivals:
             result["first_fire_s"] = arrivals[0] - emulator.spawned_at
             result["last_due_fire_s"] = arrivals[min(len(arrivals), due_soon) - 1] - emulator.spawned_at
-        family = emulator.pids  # with its action process: RSS summed (shared pages counted twice), CPU summed
+        family = emulator.pids  # with its dispatcher and action processes: RSS summed (shared pages counted twice), CPU summed
         result["rss_mb"] = sum(h.proc_status_kb(pid, "VmRSS") or 0 for pid in family) / 1024
         time.sleep(2)
         profiler = start_profiler(emulator.pid, profile_to, idle_seconds, nonblocking=True) if profile_to else None
