@@ -5,7 +5,9 @@ racing a ``kill -STOP`` against it; the test resumes it with SIGCONT. Unset (alw
 costs two truth tests. The points:
 
 - ``claim-locked``: a dispatcher's claim transaction has selected and locked its due jobs, not committed yet;
-- ``claimed``: a dispatcher's claim is committed and none of its occurrences has fired yet.
+- ``claimed``: a dispatcher's claim is committed and none of its occurrences has fired yet;
+- ``dispatcher-process-start``: the dispatcher's process (dispatcher.own_process) was told to start, before it
+  builds its dispatcher.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -158,3 +160,36 @@ def test_the_dispatcher_process_ends_with_the_emulator_and_finishes_its_attempt_
         with again.client() as http:
             entries = wait_history(http, names.job_path("held"), 1, 15, lambda: again.log_tail())
         assert entries[0]["properties"]["status"] == "Completed", entries[0]["properties"]["message"]
+
+
+def test_a_dispatcher_process_that_dies_before_it_runs_leaves_the_dispatching_to_the_emulator(
+    emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names, postgres_url: str
+) -> None:
+    """Killed while it starts (frozen there by a test pause point), before its dispatcher runs: the emulator says
+    so, starts serving with the dispatcher in its own process, once (not also as a take-over), and fires."""
+    server = emulators.prepare(
+        tmp_path,
+        database_url=postgres_url,
+        env={"SCHEDULER_SECRET_KEY": TEST_SECRET_KEY, "SCHEDULER_TEST_PAUSE_AT": "dispatcher-process-start"},
+    )
+    starting = threading.Thread(target=server.start, kwargs={"timeout": 60})
+    starting.start()
+    try:
+        line = wait_until(
+            lambda: re.search(r"test pause at dispatcher-process-start \(pid (\d+)\)", server.log), 30, server.log_tail
+        )
+        child = int(line.group(1))
+        os.kill(child, signal.SIGKILL)
+    finally:
+        starting.join(90)
+    assert server.url, f"the emulator did not start:\n{server.log_tail()}"
+    assert f"the dispatcher's process (pid {child}) failed" in server.log, server.log_tail()
+    assert "ended unexpectedly" not in server.log, server.log_tail()
+    assert server.process is not None and children_of(server.process.pid) == []  # collected, no action process
+    with server.client() as http:
+        fire_now(http, names, "j", target.url("/fired"))
+        (fired,) = target.wait_for(1, 30)
+        assert socket_owner(fired.client_port, [server.process.pid]) == server.process.pid
+        entries = wait_history(http, names.job_path("j"), 1, 15, lambda: server.log_tail())
+        assert entries[0]["properties"]["status"] == "Completed"
+    assert value(metrics(server), "scheduler_occurrences_fired_total") == 1

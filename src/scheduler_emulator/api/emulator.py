@@ -67,7 +67,10 @@ async def metrics(request: Request) -> Response:
     with contextlib.suppress(errors.ArmError):  # the database is away: report the rest
         registry.backlog.set(await in_read_session(request, lambda session: count_due(session, moment)))
     dispatcher = request.app.state.dispatcher
-    # The dispatcher's own metrics come from its process, when it runs in one (dispatcher.own_process).
-    apart = await dispatcher.metrics() if isinstance(dispatcher, DispatcherProcess) else None
-    body = registry.render() if apart is None else registry.render(dispatcher=False) + apart
+    if isinstance(dispatcher, DispatcherProcess) and dispatcher.running_apart:
+        # The dispatcher's metrics come from its process (dispatcher.own_process): left out if it does not answer
+        # in time, rather than this process's zeros.
+        body = registry.render(dispatcher=False) + (await dispatcher.metrics() or b"")
+    else:
+        body = registry.render()
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -43,6 +43,7 @@ from scheduler_emulator.dispatcher.action_process import wanted as action_proces
 from scheduler_emulator.dispatcher.firing import ActionSender
 from scheduler_emulator.dispatcher.loop import Dispatcher
 from scheduler_emulator.dispatcher.own_loop import DispatcherThread, new_event_loop
+from scheduler_emulator.faults import pause_point
 from scheduler_emulator.metrics import Metrics
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
@@ -85,6 +86,7 @@ class DispatcherProcess:
         self._answers: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
         self._closing = False
+        self._started = False  # it said its dispatcher runs
         self._fallback: Callable[[], DispatcherThread] | None = None
         self._here: DispatcherThread | None = None  # the dispatcher run in this process instead
         self._taking_over: asyncio.Task[None] | None = None
@@ -125,11 +127,11 @@ class DispatcherProcess:
             log.error(
                 "the dispatcher's process (pid %d) failed: %s; the dispatcher runs in this process", self.pid, why
             )
-            self._closing = True
+            self._closing = True  # its end is expected from here on: no take-over (_lost)
             await self._end_process(0.0)
-            self._closing = False
             await self._run_here()
             return
+        self._started = True
         log.info("the dispatcher runs in a process of its own (pid %d)", self.pid)
 
     def wake(self, not_before: datetime | None = None) -> None:
@@ -145,10 +147,8 @@ class DispatcherProcess:
             loop.call_soon_threadsafe(self._send, message)
 
     async def metrics(self) -> bytes | None:
-        """The dispatcher's metrics (Prometheus text, Metrics.DISPATCHER), from its process; None when it runs
-        here (this process's registry has them) or does not answer within METRICS_SECONDS."""
-        if not self.running_apart:
-            return None
+        """The dispatcher's metrics (Prometheus text, Metrics.DISPATCHER_FAMILIES), from its process; None when
+        it does not answer within METRICS_SECONDS."""
         try:
             answer = await asyncio.wait_for(self._ask(("metrics",)), METRICS_SECONDS)
         except (TimeoutError, ConnectionError):
@@ -194,13 +194,14 @@ class DispatcherProcess:
         for future in list(self._answers.values()):
             if not future.done():
                 future.set_exception(ConnectionError("the dispatcher's process ended"))
-        if self._closing or self._loop is None or self._here is not None:
+        if self._closing or not self._started or self._here is not None:  # (not started: start() sees it)
             return
         log.error(
             "the dispatcher's process (pid %d) ended unexpectedly; the dispatcher runs in this process from now on "
             "(what it had claimed is taken over once its leases run out)",
             self.pid,
         )
+        assert self._loop is not None  # set by start()
         self._taking_over = self._loop.create_task(self._take_over(), name="dispatcher-take-over")
 
     async def _take_over(self) -> None:
@@ -346,6 +347,7 @@ def _run_child(sock: socket.socket, settings: Settings, parent: int) -> int:
     start = _read_message(sock)  # once the service has migrated the store
     if start is None or start[0] != "start":
         return 0
+    pause_point("dispatcher-process-start")
     # Before any thread starts here (the log writer's): see ActionProcess.fork.
     action_process = ActionProcess.fork(settings) if action_process_wanted(settings) else None
     configure_logging(settings.log_level, settings.log_format)
