@@ -3,8 +3,9 @@ its dispatcher in a second process of its own, which forks the action process; t
 from outside: the process tree (/proc), the target's connection held by the dispatcher's action process, jobs made
 through the API fired and recorded, one ``/metrics`` that reports both processes (each family once), every log
 line whole; when the dispatcher's process is killed (its action process goes with it), the emulator logs it and
-fires from its own process; stopped, the attempt in flight finishes and is recorded, and no process is left.
-``--dispatcher-process off`` keeps the dispatcher in the emulator's process."""
+fires from its own process (so too when it dies while it starts, and only once); stopped, the attempt in
+flight finishes and is recorded, and no process is left. ``--dispatcher-process off`` keeps the dispatcher in the
+emulator's process."""
 
 from __future__ import annotations
 
