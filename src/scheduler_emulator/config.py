@@ -18,7 +18,7 @@ DurationFormat = Literal["auto", "echo", "iso", "timespan"]
 ClockMode = Literal["real", "virtual"]
 AuthChoice = Literal["issued"]
 ForeignResources = Literal["refuse", "inert"]
-ActionProcessMode = Literal["auto", "on", "off"]
+ProcessMode = Literal["auto", "on", "off"]
 
 
 class ConfigError(ValueError):
@@ -47,12 +47,12 @@ class Settings(BaseSettings):
         True, description="Serve the ARM API (off: a dispatcher-only process; health and metrics stay up)."
     )
     dispatcher: bool = Field(True, description="Run the dispatcher that fires jobs (off: API only).")
-    action_process: ActionProcessMode = Field(
+    action_process: ProcessMode = Field(
         "auto",
         description="Send the actions from a second process of the emulator's own, on another core than the "
         "dispatcher and the API (auto: when the machine gives the process 2 CPUs or more).",
     )
-    dispatcher_process: ActionProcessMode = Field(
+    dispatcher_process: ProcessMode = Field(
         "auto",
         description="On PostgreSQL, run the dispatcher in a second process of the emulator's own, so that the API "
         "and the dispatcher each have a core (auto: when the machine gives the process 2 CPUs or more; never on "
@@ -367,9 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--dispatcher", action=argparse.BooleanOptionalAction, default=None, help=describe("dispatcher")
     )
-    parser.add_argument("--action-process", choices=list(get_args(ActionProcessMode)), help=describe("action_process"))
+    parser.add_argument("--action-process", choices=list(get_args(ProcessMode)), help=describe("action_process"))
     parser.add_argument(
-        "--dispatcher-process", choices=list(get_args(ActionProcessMode)), help=describe("dispatcher_process")
+        "--dispatcher-process", choices=list(get_args(ProcessMode)), help=describe("dispatcher_process")
     )
     parser.add_argument("--min-retry-interval", type=float, help=describe("min_retry_interval"))
     parser.add_argument("--action-timeout", type=float, help=describe("action_timeout"))

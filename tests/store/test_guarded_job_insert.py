@@ -14,7 +14,7 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import event, func, select, text, update
 from sqlalchemy.exc import OperationalError
-from support.databases import PostgresDatabase, require_postgres
+from support.databases import fresh_database
 from support.scratch_store import T0, add_collection, add_job
 
 from scheduler_emulator.domain.errors import Conflict
@@ -32,16 +32,14 @@ PASSWORD = "pw-4f1c9d0e-never-stored-plain"
 
 
 @pytest.fixture
-def database() -> Iterator[Database]:
-    require_postgres()
-    pg = PostgresDatabase().create()
-    database = Database(pg.url, SecretBox(Fernet.generate_key()))
-    try:
-        database.migrate()
-        yield database
-    finally:
-        database.dispose()
-        pg.drop()
+def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
+    with fresh_database("postgresql", tmp_path_factory) as url:
+        database = Database(url, SecretBox(Fernet.generate_key()))
+        try:
+            database.migrate()
+            yield database
+        finally:
+            database.dispose()
 
 
 def read_version(database: Database, collection_id: int) -> str:

@@ -156,13 +156,43 @@ def fork_child(run: Callable[[socket.socket, int], int], what: str) -> tuple[int
     return pid, parent_end
 
 
-class ActionProcess:
-    """The forked action process as its parent knows it: its pid and the parent's end of the socket pair."""
+class ForkedChild:
+    """A child fork_child forked, as its parent knows it: its pid and the parent's end of the socket pair."""
 
     def __init__(self, pid: int, sock: socket.socket) -> None:
         self.pid = pid
         self.sock = sock
         self.exit_status: int | None = None  # os.waitpid's status once reaped
+
+    def reap(self, block: bool = False) -> bool:
+        """Collect the ended child's status; True once it has been collected."""
+        if self.exit_status is not None:
+            return True
+        try:
+            pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:  # collected elsewhere
+            self.exit_status = -1
+            return True
+        if pid == 0:
+            return False
+        self.exit_status = status
+        return True
+
+    async def end_within(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for the child to end (it has been told to); kill it if it has not. True when it
+        ended by itself."""
+        for _ in range(int(seconds / 0.02)):
+            if self.reap():
+                return True
+            await asyncio.sleep(0.02)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        await asyncio.to_thread(self.reap, True)
+        return False
+
+
+class ActionProcess(ForkedChild):
+    """The forked action process as its parent knows it."""
 
     @classmethod
     def fork(cls, settings: Settings) -> ActionProcess | None:
@@ -182,30 +212,10 @@ class ActionProcess:
             return None
         return cls(pid, sock)
 
-    def reap(self, block: bool = False) -> bool:
-        """Collect the ended child's status; True once it has been collected."""
-        if self.exit_status is not None:
-            return True
-        try:
-            pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
-        except ChildProcessError:  # collected elsewhere
-            self.exit_status = -1
-            return True
-        if pid == 0:
-            return False
-        self.exit_status = status
-        return True
-
     async def stop(self) -> None:
         """Wait (bounded) for the child to end once its socket is closed; kill it if it does not."""
         self.sock.close()
-        for _ in range(int(EXIT_WAIT_SECONDS / 0.02)):
-            if self.reap():
-                return
-            await asyncio.sleep(0.02)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        await asyncio.to_thread(self.reap, True)
+        await self.end_within(EXIT_WAIT_SECONDS)
 
 
 class RemoteActions:

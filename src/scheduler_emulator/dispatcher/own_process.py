@@ -38,7 +38,14 @@ from datetime import datetime
 from typing import Any
 
 from scheduler_emulator.config import Settings
-from scheduler_emulator.dispatcher.action_process import READY, ActionProcess, Frames, die_with, fork_child
+from scheduler_emulator.dispatcher.action_process import (
+    READY,
+    ActionProcess,
+    ForkedChild,
+    Frames,
+    die_with,
+    fork_child,
+)
 from scheduler_emulator.dispatcher.action_process import wanted as action_process_wanted
 from scheduler_emulator.dispatcher.firing import ActionSender
 from scheduler_emulator.dispatcher.loop import Dispatcher
@@ -72,15 +79,13 @@ class DispatcherFailed(RuntimeError):
     """The dispatcher's process could not build or start its dispatcher (the message says why)."""
 
 
-class DispatcherProcess:
+class DispatcherProcess(ForkedChild):
     """The forked dispatcher's process as the service's process knows it; ``wake`` and ``stop`` as a
     Dispatcher's, and the dispatcher's metrics on request. Once the process has ended (or never started), the
     dispatcher runs in this process (``fallback`` builds it)."""
 
     def __init__(self, pid: int, sock: socket.socket) -> None:
-        self.pid = pid
-        self.sock = sock
-        self.exit_status: int | None = None
+        super().__init__(pid, sock)
         self._frames: Frames | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._answers: dict[int, asyncio.Future[Any]] = {}
@@ -214,34 +219,14 @@ class DispatcherProcess:
         await here.start()
         self._here = here
 
-    def _reap(self, block: bool = False) -> bool:
-        if self.exit_status is not None:
-            return True
-        try:
-            pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
-        except ChildProcessError:
-            self.exit_status = -1
-            return True
-        if pid == 0:
-            return False
-        self.exit_status = status
-        return True
-
     async def _end_process(self, grace: float) -> None:
         """Ask the process to stop its dispatcher (with ``grace``) and wait, bounded, for it to end; kill it
         if it does not."""
         if self._frames is not None:
             with contextlib.suppress(ConnectionError):
                 self._frames.send(("stop", grace, 0))
-        for _ in range(int((grace + STOP_MARGIN_SECONDS) / 0.02)):
-            if self._reap():
-                break
-            await asyncio.sleep(0.02)
-        else:
-            log.warning("the dispatcher's process (pid %d) did not end in time; killing it", self.pid)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-            await asyncio.to_thread(self._reap, True)
+        if not await self.end_within(grace + STOP_MARGIN_SECONDS):
+            log.warning("the dispatcher's process (pid %d) did not end in time and was killed", self.pid)
         if self._frames is not None and self._frames.transport is not None:
             self._frames.transport.close()
         self.sock.close()
