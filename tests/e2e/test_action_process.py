@@ -3,7 +3,9 @@ of its own, forked at start, and records what they answered as before. Seen from
 connection belongs to the emulator's child process (read from /proc: the peer's port, the socket's inode, the
 process holding it); the ``scheduler_action_process_up`` gauge; when the child is killed, the attempt it had in
 flight fails with a message that says so and later fires go out from the emulator itself; the child ends with the
-service. ``--action-process off`` sends from the emulator's own process."""
+service. ``--action-process off`` sends from the emulator's own process. The dispatcher runs in the emulator's
+process here (``--dispatcher-process off``); with a process of its own, that process forks the action process
+(tests/e2e/test_dispatcher_process.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from scheduler_emulator.dispatcher.definitions import read_definition
 from scheduler_emulator.schemas.job import ActionBase
 
 PARAMS = {"api-version": API}
+IN_PROCESS = ("--dispatcher-process", "off")  # the dispatcher in the emulator's process, which forks the action process
 
 
 def gauge(server: ServerProcess) -> float:
@@ -46,7 +49,7 @@ def fire_now(http: httpx.Client, names: Names, job: str, uri: str) -> None:
 def test_the_target_is_called_from_the_action_process_unless_it_is_off(
     mode: str, emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names
 ) -> None:
-    server = emulators.start(tmp_path, "--action-process", mode)
+    server = emulators.start(tmp_path, *IN_PROCESS, "--action-process", mode)
     assert server.process is not None
     main = server.process.pid
     children = children_of(main)
@@ -72,7 +75,7 @@ def test_the_target_is_called_from_the_action_process_unless_it_is_off(
 def test_a_killed_action_process_fails_its_attempt_in_flight_and_the_emulator_fires_on(
     emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names
 ) -> None:
-    server = emulators.start(tmp_path, "--action-process", "on")
+    server = emulators.start(tmp_path, *IN_PROCESS, "--action-process", "on")
     assert server.process is not None
     main = server.process.pid
     (child,) = children_of(main)
@@ -105,7 +108,7 @@ def test_the_action_process_ends_with_the_emulator(
     """Stopped (SIGTERM: the service closes its socket at shutdown) or killed, the emulator leaves no action
     process behind. Killed, its action process is killed with it, not a moment later: by the time the emulator
     has been collected the kernel is ending the child, so no attempt the child held can still go out."""
-    server = emulators.start(tmp_path, "--action-process", "on")
+    server = emulators.start(tmp_path, *IN_PROCESS, "--action-process", "on")
     assert server.process is not None
     (child,) = children_of(server.process.pid)
     server.process.send_signal(getattr(signal, how))

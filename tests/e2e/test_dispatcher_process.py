@@ -1,11 +1,11 @@
-"""The dispatcher's own process (dispatcher/own_process.py): on PostgreSQL a started emulator (default flags) runs
-its dispatcher in a second process of its own, which forks the action process; the first serves the API. Seen
-from outside: the process tree (/proc), the target's connection held by the dispatcher's action process, jobs made
-through the API fired and recorded, one ``/metrics`` that reports both processes (each family once), every log
-line whole; when the dispatcher's process is killed (its action process goes with it), the emulator logs it and
-fires from its own process (so too when it dies while it starts, and only once); stopped, the attempt in
-flight finishes and is recorded, and no process is left. ``--dispatcher-process off`` keeps the dispatcher in the
-emulator's process."""
+"""The dispatcher's own process (dispatcher/own_process.py): on PostgreSQL and on a SQLite file a started
+emulator (default flags) runs its dispatcher in a second process of its own, which forks the action process; the
+first serves the API. Seen from outside: the process tree (/proc), the target's connection held by the
+dispatcher's action process, jobs made through the API fired and recorded, one ``/metrics`` that reports both
+processes (each family once), every log line whole; when the dispatcher's process is killed (its action process
+goes with it), the emulator logs it and fires from its own process (so too when it dies while it starts, and only
+once); stopped, the attempt in flight finishes and is recorded, and no process is left. ``--dispatcher-process
+off`` keeps the dispatcher in the emulator's process."""
 
 from __future__ import annotations
 
@@ -31,9 +31,10 @@ from support.waiting import wait_until
 JOBS = 40
 
 
-@pytest.fixture
-def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with fresh_database("postgresql", tmp_path_factory) as url:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A new store on disk: a SQLite file, a PostgreSQL database."""
+    with fresh_database(request.param, tmp_path_factory) as url:
         yield url
 
 
@@ -65,10 +66,10 @@ def value(families: dict[str, list[tuple[str, dict[str, str], float]]], sample: 
     )
 
 
-def test_on_postgresql_the_dispatcher_runs_in_a_process_of_its_own(
-    emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names, postgres_url: str
+def test_with_a_store_on_disk_the_dispatcher_runs_in_a_process_of_its_own(
+    emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names, store_url: str
 ) -> None:
-    server, main = start(emulators, tmp_path, postgres_url, "--poll-interval", "60")
+    server, main = start(emulators, tmp_path, store_url, "--poll-interval", "60")
     (dispatcher,) = children_of(main)
     (actions,) = children_of(dispatcher)
     assert f"the dispatcher runs in a process of its own (pid {dispatcher})" in server.log
@@ -82,7 +83,7 @@ def test_on_postgresql_the_dispatcher_runs_in_a_process_of_its_own(
         entries = wait_history(http, names.job_path(f"j{JOBS - 1}"), 1, 15, lambda: server.log_tail())
         assert entries[0]["properties"]["status"] == "Completed"
         health = http.get("/_emulator/health").json()
-        assert health["dispatcher"] == "running" and health["database"] == "postgresql"
+        assert health["dispatcher"] == "running" and health["database"] == store_url.split(":")[0]
     families = wait_until(
         lambda: (found := metrics(server)) and value(found, "scheduler_attempts_total") >= JOBS and found,
         15,
@@ -102,9 +103,9 @@ def test_on_postgresql_the_dispatcher_runs_in_a_process_of_its_own(
 
 
 def test_with_the_dispatcher_process_off_the_emulator_dispatches_itself(
-    emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names, postgres_url: str
+    emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names, store_url: str
 ) -> None:
-    server, main = start(emulators, tmp_path, postgres_url, "--dispatcher-process", "off")
+    server, main = start(emulators, tmp_path, store_url, "--dispatcher-process", "off")
     (actions,) = children_of(main)  # the action process only
     assert children_of(actions) == []
     assert "a process of its own" not in server.log
@@ -116,9 +117,9 @@ def test_with_the_dispatcher_process_off_the_emulator_dispatches_itself(
 
 
 def test_a_killed_dispatcher_process_leaves_the_dispatching_to_the_emulator(
-    emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names, postgres_url: str
+    emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names, store_url: str
 ) -> None:
-    server, main = start(emulators, tmp_path, postgres_url)
+    server, main = start(emulators, tmp_path, store_url)
     (dispatcher,) = children_of(main)
     (actions,) = children_of(dispatcher)
     os.kill(dispatcher, signal.SIGKILL)
@@ -139,11 +140,11 @@ def test_a_killed_dispatcher_process_leaves_the_dispatching_to_the_emulator(
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
 def test_the_dispatcher_process_ends_with_the_emulator_and_finishes_its_attempt_in_flight(
-    how: str, emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names, postgres_url: str
+    how: str, emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names, store_url: str
 ) -> None:
     """Stopped (SIGTERM), the emulator has its dispatcher's process let the attempt in flight finish within the
     grace and record it; killed, its dispatcher's process and that one's action process are killed with it."""
-    server, main = start(emulators, tmp_path, postgres_url)
+    server, main = start(emulators, tmp_path, store_url)
     (dispatcher,) = children_of(main)
     (actions,) = children_of(dispatcher)
     target.respond("/held", delay=1.5)
@@ -157,20 +158,20 @@ def test_the_dispatcher_process_ends_with_the_emulator_and_finishes_its_attempt_
     for pid in (dispatcher, actions):
         wait_until(lambda pid=pid: process_ended(pid), 15, f"process {pid} ended")
     if how == "SIGTERM":
-        again, _ = start(emulators, tmp_path, postgres_url, "--dispatcher-process", "off")
+        again, _ = start(emulators, tmp_path, store_url, "--dispatcher-process", "off")
         with again.client() as http:
             entries = wait_history(http, names.job_path("held"), 1, 15, lambda: again.log_tail())
         assert entries[0]["properties"]["status"] == "Completed", entries[0]["properties"]["message"]
 
 
 def test_a_dispatcher_process_that_dies_before_it_runs_leaves_the_dispatching_to_the_emulator(
-    emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names, postgres_url: str
+    emulators: EmulatorPool, target: TargetServer, tmp_path: Path, names: Names, store_url: str
 ) -> None:
     """Killed while it starts (frozen there by a test pause point), before its dispatcher runs: the emulator says
     so, starts serving with the dispatcher in its own process, once (not also as a take-over), and fires."""
     server = emulators.prepare(
         tmp_path,
-        database_url=postgres_url,
+        database_url=store_url,
         env={"SCHEDULER_SECRET_KEY": TEST_SECRET_KEY, "SCHEDULER_TEST_PAUSE_AT": "dispatcher-process-start"},
     )
     starting = threading.Thread(target=server.start, kwargs={"timeout": 60})

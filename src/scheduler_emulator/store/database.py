@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import fcntl
 import functools
 import math
+import os
 import re
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +33,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
@@ -77,6 +80,7 @@ def head_revisions() -> frozenset[str] | None:
 
 
 READERS = 2  # a SQLite file's reader threads (Database.reader)
+SQLITE_BUSY_SECONDS = 30.0  # how long a SQLite write waits for its turn (the driver's timeout, and WriteTurn's)
 WORKERS = 30  # threads for the API's other transactions (Database.workers): as many as the pool's connections
 IDLE_PING_SECONDS = 1.0  # a pooled connection unused this long is checked before it is handed out
 
@@ -181,6 +185,79 @@ def _milliseconds(seconds: float) -> int:
     return max(0, round(seconds * 1000))
 
 
+class WriteTurn:
+    """SQLite's one writer at a time: among this process's threads, a re-entrant lock; among the processes that
+    share the file (the service's and its dispatcher's: dispatcher.own_process), an exclusive ``flock`` on a file
+    beside it (``<file>.lock``), held while the outermost turn lasts. A turn begins before the transaction's first
+    statement, so the reads a write depends on (a claim's due jobs, a PUT's current job) see what no other process
+    can change until it commits. Without it, each process's statements interleaved: the driver begins a
+    transaction only at the first write, so a SELECT before it read outside any, and the database's own lock
+    arbitrated only with its busy handler's sleeps (1 to 100 ms). The file lock is polled rather than waited on in
+    the kernel so that a process frozen while it holds it (SIGSTOP) cannot stall this one's writers for longer than
+    ``SQLITE_BUSY_SECONDS``: the write then fails as the database's own lock would have ("database is locked").
+    ``path`` None (a database in memory, one process's): the thread lock alone."""
+
+    POLL_FIRST = 0.0001  # seconds: the first wait for a file lock another process holds, doubled up to POLL_MOST
+    POLL_MOST = 0.001
+
+    def __init__(self, path: Path | None, patience: float = SQLITE_BUSY_SECONDS) -> None:
+        self._lock = threading.RLock()
+        self._path = path
+        self._patience = patience
+        self._fd: int | None = None
+        self._owner = 0  # the pid that opened _fd: a forked child opens its own (a shared one would not exclude it)
+        self._depth = 0
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        if self._path is None or self._depth:
+            self._depth += 1
+            return
+        try:
+            self._take_file_lock()
+        except BaseException:
+            self._lock.release()
+            raise
+        self._depth = 1
+
+    def __exit__(self, *_exc: object) -> None:
+        self._depth -= 1
+        try:
+            if self._depth == 0 and self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._lock.release()
+
+    def _take_file_lock(self) -> None:
+        assert self._path is not None
+        if self._fd is None or self._owner != os.getpid():
+            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._owner = os.getpid()
+        deadline = time.monotonic() + self._patience
+        pause = self.POLL_FIRST
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise OperationalError(
+                        "(write turn)",
+                        None,
+                        sqlite3.OperationalError(
+                            f"database is locked: another process held its write lock for {self._patience:g} s"
+                        ),
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, self.POLL_MOST)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None and self._owner == os.getpid():
+                os.close(self._fd)
+            self._fd = None
+
+
 MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('scheduler-emulator:migrations'))"
 
 
@@ -189,8 +266,8 @@ def hold_migration_lock(connection: Connection) -> None:
     and its commit), waiting as long as another process holds it, and lift this session's time bounds for that
     transaction: a migration (and a wait for another's) may take longer than a dispatcher's statement. Without
     the lock, processes started together on an empty database each ran ``CREATE TABLE alembic_version`` and all
-    but one crashed on PostgreSQL's unique index of type names (issue 29). Elsewhere (SQLite: one process) a
-    no-op."""
+    but one crashed on PostgreSQL's unique index of type names (issue 29). Elsewhere a no-op (SQLite: the
+    migration holds the write turn, and the service migrates before its dispatcher's process starts)."""
     if connection.dialect.name != "postgresql":
         return
     for name in ("lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout"):
@@ -208,16 +285,18 @@ class Database:
         self.secret_box = secret_box
         self.dialect = url.split(":", 1)[0].split("+", 1)[0]
         kwargs: dict[str, Any] = {}
-        self._lock: threading.RLock | None = None
+        self._lock: WriteTurn | None = None
         if self.dialect == "sqlite":
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_SECONDS}
             # SQLite has one writer at a time; queueing on a lock here is fairer and faster than its busy
             # handler's back-off sleeps (and avoids "database is locked" when a reader upgrades to a writer).
-            self._lock = threading.RLock()
             if url in ("sqlite://", "sqlite:///:memory:"):
                 kwargs["poolclass"] = StaticPool  # one shared connection holds the in-memory database
+                self._lock = WriteTurn(None)
             else:
-                Path(url.removeprefix("sqlite:///")).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                file = Path(url.removeprefix("sqlite:///"))
+                file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                self._lock = WriteTurn(file.with_name(file.name + ".lock"))
         elif self.dialect == "postgresql":
             url = url.replace("postgresql://", "postgresql+psycopg://", 1) if "+" not in url.split(":")[0] else url
             connect_args: dict[str, Any] = {"connect_timeout": 5}
@@ -242,7 +321,7 @@ class Database:
         self._executors_guard = threading.Lock()
         self._read_sessions = self._sessions
         self._statement_sessions: sessionmaker[Session] | None = None
-        self._read_lock = self._lock
+        self._read_lock: WriteTurn | None = self._lock
         self.read_engine: Engine = self.engine
         # PostgreSQL's reads of one statement that an API request makes on the event loop (store.loop_reads).
         self.loop_reads: LoopReads | None = None
@@ -410,6 +489,8 @@ class Database:
         self.engine.dispose()
         if self.read_engine is not self.engine:
             self.read_engine.dispose()
+        if self._lock is not None:
+            self._lock.close()
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -411,7 +411,7 @@ class DispatchStore(Generic[D]):
 
     def wakeups(self, on_wake: Callable[[datetime | None], None]) -> PostgresWakeups | None:
         """A listener calling ``on_wake`` whenever another process announces a change (PostgreSQL's LISTEN);
-        None where the database cannot announce (SQLite: its one process wakes its dispatcher in-process)."""
+        None where the database cannot announce (SQLite: the service wakes its own dispatcher directly)."""
         if not self.batches.listens:
             return None
         bounds = self.database.bounds

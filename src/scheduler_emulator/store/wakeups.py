@@ -53,7 +53,7 @@ def notify_dispatchers(session: Session, not_before: datetime | None = None) -> 
     """Tell every dispatcher process sharing this PostgreSQL database to look for due work (NOTIFY, delivered at
     commit); ``not_before`` (see earliest_noted) goes with it as the payload, so that a dispatcher that looks by
     itself before then can ignore it. PostgreSQL only: store.write_scope calls it where the database is one
-    (SQLite has one process, whose dispatcher is woken in-process instead)."""
+    (SQLite: the service wakes its own dispatcher, in its process or over the dispatcher process's socket)."""
     session.connection().exec_driver_sql(*notification(WAKE_AT_ONCE if not_before is None else not_before.isoformat()))
 
 
