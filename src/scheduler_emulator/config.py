@@ -54,9 +54,9 @@ class Settings(BaseSettings):
     )
     dispatcher_process: ProcessMode = Field(
         "auto",
-        description="On PostgreSQL, run the dispatcher in a second process of the emulator's own, so that the API "
-        "and the dispatcher each have a core (auto: when the machine gives the process 2 CPUs or more; never on "
-        "SQLite, in memory or with --clock virtual, nor with --no-api or --no-dispatcher).",
+        description="With a store on disk (a SQLite file or PostgreSQL), run the dispatcher in a second process of "
+        "the emulator's own, so that the API and the dispatcher each have a core (auto: when the machine gives the "
+        "process 2 CPUs or more; never in memory or with --clock virtual, nor with --no-api or --no-dispatcher).",
     )
     min_retry_interval: float = Field(
         15.0,

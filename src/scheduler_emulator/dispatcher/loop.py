@@ -138,6 +138,12 @@ class Dispatcher:
         self._beat_monotonic: float | None = None
         self._beat_wall: float | None = None
         self._confirming = asyncio.Lock()
+        # After the database was away: every dispatcher's heartbeat ran out with it, and the first one back would
+        # take over what the others still hold (and fire it twice) before their heartbeats go through again. So
+        # once this one's goes through again, it takes nothing over for a lease (``_may_take_over``): the others
+        # beat a third of a lease apart (0.25 s while they fail), so a dispatcher still stale after that is gone.
+        self._store_away = False
+        self._take_overs_from = 0.0  # time.monotonic() from which take-overs are allowed again
         self._lost: set[int] = set()  # occurrence ids taken over by another dispatcher: never fired here
         self._active: dict[int, Claim] = {}  # occurrences started here and not finished, by id
 
@@ -228,7 +234,9 @@ class Dispatcher:
                 now = self.clock.now()
                 generation = self._generation
                 self.metrics.cycles.inc()
-                claims = await self._db(partial(self.store.claim_due, now, CLAIM_BATCH, now + self.ahead))
+                claims = await self._db(
+                    partial(self.store.claim_due, now, CLAIM_BATCH, now + self.ahead, take_over=self._may_take_over())
+                )
                 if claims:
                     pause_point("claimed")  # fault tests: frozen between a claim and its fires
                     _log_takeovers(claims)
@@ -255,6 +263,7 @@ class Dispatcher:
                 raise
             except Exception as exc:
                 if is_outage(exc):
+                    self._store_away = True
                     # The database went away, or ended this session (idle inside the claim's transaction past
                     # its bound while this process was frozen): nothing was claimed, nothing being committed.
                     log.warning("dispatcher cycle failed (%s); retrying", str(exc).splitlines()[0])
@@ -383,6 +392,22 @@ class Dispatcher:
         started, wall, now = time.monotonic(), time.time(), self.wall.now()
         await self._db(lambda: self.store.heartbeat(now, now + self.lease))
         self._beat_monotonic, self._beat_wall = started, wall
+        self._back()
+
+    def _back(self) -> None:
+        """A heartbeat went through: if the database had been away, take nothing over for a lease from now."""
+        if self._store_away:
+            self._store_away = False
+            self._take_overs_from = time.monotonic() + self.lease.total_seconds()
+            log.info(
+                "the database answers again; this dispatcher takes over no other's occurrences for %g s (a lease), "
+                "while the others' heartbeats go through again",
+                self.lease.total_seconds(),
+            )
+
+    def _may_take_over(self) -> bool:
+        """Whether a claim may take over occurrences whose dispatcher's heartbeat ran out (see __init__)."""
+        return not self._store_away and time.monotonic() >= self._take_overs_from
 
     def _leases_sure(self) -> bool:
         """Whether the last heartbeat is recent enough that no other dispatcher can have taken a lease over."""
@@ -412,6 +437,7 @@ class Dispatcher:
         try:
             held = await self._db(lambda: self.store.confirm_held(sorted(held_here), now, now + self.lease))
         except Exception as exc:  # noqa: BLE001 - cannot tell: fire as claimed
+            self._store_away = True
             log.warning("could not confirm this dispatcher's leases (%s)", str(exc).splitlines()[0])
             return
         lost = held_here - held
@@ -431,6 +457,7 @@ class Dispatcher:
                 waiting[0].cancel()
                 self._lost.discard(occurrence_id)
         self._beat_monotonic, self._beat_wall = started, wall
+        self._back()
 
     async def _heartbeat(self) -> None:
         """Keep this process registered as alive; that keeps every lease it holds, whatever their number,
@@ -443,6 +470,7 @@ class Dispatcher:
                 await self._beat()
                 pause = interval
             except Exception as exc:  # noqa: BLE001 - the next beat tries again, soon
+                self._store_away = True
                 log.warning("dispatcher heartbeat failed: %s", str(exc).splitlines()[0])
                 # The database is away (a restart, a failover): beat again as soon as it is back, not a third of
                 # a lease later, or the leases could run out just after the outage while this process lives and

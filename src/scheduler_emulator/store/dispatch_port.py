@@ -88,14 +88,16 @@ class DispatchStore(Generic[D]):
 
     # -- claiming -------------------------------------------------------------------------------------
 
-    def claim_due(self, now: datetime, limit: int, until: datetime | None = None) -> list[Claim[D]]:
+    def claim_due(
+        self, now: datetime, limit: int, until: datetime | None = None, *, take_over: bool = True
+    ) -> list[Claim[D]]:
         """Lease up to ``limit`` jobs and record the occurrence each will run, earliest first, in one
         transaction committed before this returns (the caller fires after; no lock is held across network I/O).
         Claimed, in this order: occurrences abandoned by a dispatcher that is no longer alive (resumed), run
         requests (manual), and jobs due by ``until`` (default ``now``; later than ``now`` claims ahead — the
         caller waits for each claim's ``expected_time``). A job due for several instants since it last ran
         claims only the latest; the others are in ``Claim.skipped``. An occurrence already recorded (by another
-        dispatcher) is not claimed again."""
+        dispatcher) is not claimed again. ``take_over`` False: nothing is taken over (see Dispatcher._may_take_over)."""
         until = until or now
         with self.database.session() as session:
             rows = sql.due_jobs(
@@ -106,6 +108,7 @@ class DispatchStore(Generic[D]):
                 skip_locked=self.batches.locks_rows,
                 until=until,
                 alive_at=self.wall.now(),
+                take_over=take_over,
             )
             if rows:
                 pause_point("claim-locked")  # fault tests: frozen while holding the rows' locks

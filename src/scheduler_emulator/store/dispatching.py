@@ -51,11 +51,13 @@ def due_jobs(
     skip_locked: bool,
     until: datetime | None = None,
     alive_at: datetime | None = None,
+    take_over: bool = True,
 ) -> list[Any]:
-    """Rows of the jobs to claim now, earliest first: leased by a dispatcher whose heartbeat stopped, asked
-    to run, or enabled and due by ``until`` (default: now). Three small index-backed queries rather than one
-    OR that would scan every job. Our own leases are never "abandoned": those occurrences are still running
-    here. Heartbeats are compared with ``alive_at`` (real time; default ``now``)."""
+    """Rows of the jobs to claim now, earliest first: leased by a dispatcher whose heartbeat stopped (unless
+    ``take_over`` is False), asked to run, or enabled and due by ``until`` (default: now). Three small
+    index-backed queries rather than one OR that would scan every job. Our own leases are never "abandoned":
+    those occurrences are still running here. Heartbeats are compared with ``alive_at`` (real time; default
+    ``now``)."""
     alive = select(DISPATCHERS.c.owner).where(
         DISPATCHERS.c.owner == JOBS.c.lease_owner, DISPATCHERS.c.expires_at >= (alive_at or now)
     )
@@ -73,7 +75,7 @@ def due_jobs(
         ),
     )
     found: dict[int, Any] = {}
-    for condition, order in conditions:
+    for condition, order in conditions if take_over else conditions[1:]:
         if len(found) >= limit:
             break
         query = (
