@@ -5,6 +5,7 @@ write nothing when one no longer does (the API then does the whole write again u
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -79,7 +80,20 @@ def new_job(collection_id: int, name: str = "new") -> JobRow:
     )
 
 
-def insert(database: Database, job: JobRow, version: str, max_jobs: int = 10) -> bool:
+@pytest.fixture(params=["session", "loop"])
+def way(request: pytest.FixtureRequest) -> str:
+    """How the insert is sent: from a session's transaction on a thread (insert_job_locked_and_commit), or on an
+    event loop over the loop-read connections (insert_job_locked_and_commit_on_loop, store.write_scope.LoopCreate)."""
+    return str(request.param)
+
+
+def insert(database: Database, job: JobRow, version: str, max_jobs: int = 10, way: str = "session") -> bool:
+    if way == "loop":
+        assert database.loop_reads is not None
+        on_loop = repo.insert_job_locked_and_commit_on_loop(
+            database.loop_reads, job, collection_version=version, max_jobs=max_jobs, locks=[LOCK]
+        )
+        return asyncio.run(on_loop)
     with database.session() as session:
         repo.find_collection(session, "s", "g", "c")  # the transaction has begun, as in the API
         return repo.insert_job_locked_and_commit(
@@ -92,10 +106,10 @@ def job_names(database: Database, collection_id: int) -> list[str]:
         return sorted(session.scalars(select(JobRow.name).where(JobRow.collection_id == collection_id)))
 
 
-def test_inserts_the_job_as_the_orm_would_with_its_secrets_sealed(database: Database) -> None:
+def test_inserts_the_job_as_the_orm_would_with_its_secrets_sealed(database: Database, way: str) -> None:
     collection = add_collection(database)
     job = new_job(collection)
-    assert insert(database, job, read_version(database, collection))
+    assert insert(database, job, read_version(database, collection), way=way)
     with database.session() as session:
         stored = session.scalars(select(JobRow).where(JobRow.id == job.id)).one()
         raw = session.execute(text("SELECT definition::text FROM jobs WHERE id = :id"), {"id": job.id}).scalar_one()
@@ -104,38 +118,38 @@ def test_inserts_the_job_as_the_orm_would_with_its_secrets_sealed(database: Data
     assert PASSWORD not in raw and "password" in raw
 
 
-def test_nothing_is_written_when_the_collection_changed_after_it_was_read(database: Database) -> None:
+def test_nothing_is_written_when_the_collection_changed_after_it_was_read(database: Database, way: str) -> None:
     collection = add_collection(database)
     version = read_version(database, collection)
     with database.session() as session:  # a plan change committed between the read and the lock
         session.execute(update(JobCollectionRow).where(JobCollectionRow.id == collection).values(sku="P10Premium"))
-    assert not insert(database, new_job(collection), version)
+    assert not insert(database, new_job(collection), version, way=way)
     assert job_names(database, collection) == []
-    assert insert(database, new_job(collection), read_version(database, collection))  # read again: it goes in
+    assert insert(database, new_job(collection), read_version(database, collection), way=way)  # read again: it goes in
 
 
-def test_nothing_is_written_when_the_name_was_taken_meanwhile(database: Database) -> None:
+def test_nothing_is_written_when_the_name_was_taken_meanwhile(database: Database, way: str) -> None:
     collection = add_collection(database)
     version = read_version(database, collection)
     add_job(database, collection, "NEW", T0)  # names are case-insensitive
-    assert not insert(database, new_job(collection), version)
+    assert not insert(database, new_job(collection), version, way=way)
     with database.session() as session:
         [stored] = session.scalars(select(JobRow).where(JobRow.collection_id == collection))
     assert stored.name == "NEW" and stored.definition["action"]["request"].get("authentication") is None
 
 
-def test_nothing_is_written_at_the_job_limit(database: Database) -> None:
+def test_nothing_is_written_at_the_job_limit(database: Database, way: str) -> None:
     collection = add_collection(database)
     version = read_version(database, collection)
     add_job(database, collection, "first", T0)
     add_job(database, collection, "second", T0)
-    assert not insert(database, new_job(collection), version, max_jobs=2)
+    assert not insert(database, new_job(collection), version, max_jobs=2, way=way)
     assert job_names(database, collection) == ["first", "second"]
-    assert insert(database, new_job(collection), version, max_jobs=3)
+    assert insert(database, new_job(collection), version, max_jobs=3, way=way)
     assert job_names(database, collection) == ["first", "new", "second"]
 
 
-def test_the_insert_waits_for_the_lock_and_counts_what_its_holder_committed(database: Database) -> None:
+def test_the_insert_waits_for_the_lock_and_counts_what_its_holder_committed(database: Database, way: str) -> None:
     """The limit is checked after the lock is granted: a write holding it when the insert is sent, and adding
     the job that reaches the limit, makes the insert write nothing — although the job was read and built
     when there was room."""
@@ -146,7 +160,7 @@ def test_the_insert_waits_for_the_lock_and_counts_what_its_holder_committed(data
     session = holder.__enter__()
     try:
         repo.advisory_lock(session, LOCK)
-        waiter = threading.Thread(target=lambda: outcome.append(insert(database, new_job(collection), version, 1)))
+        waiter = threading.Thread(target=lambda: outcome.append(insert(database, new_job(collection), version, 1, way)))
         waiter.start()
         waiter.join(1.0)
         assert waiter.is_alive() and outcome == [], "the insert went ahead while another write held the lock"

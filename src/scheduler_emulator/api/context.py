@@ -27,7 +27,7 @@ from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.loop_reads import LoopReads
 from scheduler_emulator.store.wakeups import EVERY_CHANGE, earliest_noted, wake_needed
-from scheduler_emulator.store.write_scope import WriteScope, collection_lock, write_scope
+from scheduler_emulator.store.write_scope import LoopCreate, WriteScope, collection_lock, loop_create, write_scope
 
 if TYPE_CHECKING:
     from scheduler_emulator.dispatcher.loop import Dispatcher
@@ -231,6 +231,27 @@ async def in_loop_read(request: Request, read: Callable[[LoopReads], Awaitable[T
         return await in_read_session(request, work, small=True)
     with _as_arm_errors():
         return await read(reads)
+
+
+async def in_loop_create(
+    request: Request, create: Callable[[LoopCreate], Awaitable[T | None]], woken_at: Callable[[T], datetime | None]
+) -> T | None:
+    """A write that creates on the event loop where the store can (PostgreSQL: store.write_scope.LoopCreate):
+    ``create``'s result, None when the store cannot or ``create`` left it to the session's way (nothing
+    written). Domain errors become ARM errors, the database's state a 503. Once written, the dispatchers are
+    woken as in_session_locking_late's ``wake`` would (the other processes' by the insert's announcement; this
+    one's here, at ``woken_at`` of the result: when the new job is due)."""
+    database: Database = request.app.state.database
+    lookahead = wake_lookahead(request.app.state.settings)
+    horizon = EVERY_CHANGE if lookahead is None else datetime.now(UTC) + lookahead
+    scope = loop_create(database, horizon)
+    if scope is None:
+        return None
+    with _as_arm_errors():
+        result = await create(scope)
+    if result is not None and scope.announced is not None:
+        wake_dispatcher(request, None if lookahead is None else woken_at(result))
+    return result
 
 
 async def _in_thread(run: Callable[[], T], executor: Executor) -> T:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -11,6 +12,7 @@ from sqlalchemy.orm import Session
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.client_dialects import client_dialect, read_sent_durations
 from scheduler_emulator.api.context import (
+    in_loop_create,
     in_loop_read,
     in_read_session,
     in_session,
@@ -25,7 +27,8 @@ from scheduler_emulator.schemas.job import JobDefinitionIn
 from scheduler_emulator.schemas.member_names import canonical_names
 from scheduler_emulator.service import collections, jobs
 from scheduler_emulator.service.collections import CollectionRef
-from scheduler_emulator.store.write_scope import WriteScope
+from scheduler_emulator.store.models import JobCollectionRow, JobRow
+from scheduler_emulator.store.write_scope import LoopCreate, WriteScope
 
 router = APIRouter()
 
@@ -52,6 +55,14 @@ async def create_or_replace_job(
     dialect = client_dialect(request)
     read_sent_durations(raw, dialect)
     ref = collection_ref(subscription_id, resource_group, collection_name)
+
+    def create_here(create: LoopCreate) -> Awaitable[tuple[JobCollectionRow, JobRow] | None]:
+        return jobs.create_known_on_loop(create, ref, job_name, raw, moment=moment, floor=floor)
+
+    # A new job in a collection this process knows: created on the event loop, where the store can.
+    made = await in_loop_create(request, create_here, lambda new: new[1].next_execution_time)
+    if made is not None:
+        return JSONResponse(job_to_wire(*made, dialect.one_job), status_code=201)
 
     def work(scope: WriteScope) -> tuple[int, dict[str, Any]]:
         collection, job, created = jobs.put_locking_late(scope, ref, job_name, raw, moment=moment, floor=floor)

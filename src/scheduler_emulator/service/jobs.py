@@ -30,7 +30,7 @@ from scheduler_emulator.service.validation import check_name_length, read_model
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 from scheduler_emulator.store.wakeups import note_due
-from scheduler_emulator.store.write_scope import WriteScope
+from scheduler_emulator.store.write_scope import LoopCreate, WriteScope
 
 if TYPE_CHECKING:  # service.collections imports this module
     from scheduler_emulator.service.collections import CollectionRef
@@ -133,16 +133,55 @@ def _create_before_locking(
         scope.remember_collection(ref, collection, version)
         if existing is not None:
             return None
-    try:
-        job, limits = _build(
-            JobWrite(collection=collection, name=name, raw=raw, moment=moment, floor=floor, job_count=count)
-        )
-    except (FieldError, Conflict, InvalidName, TooLarge):
-        return None  # decided under the lock, from what is stored then
+    built = _built_to_insert(collection, name, raw, moment=moment, floor=floor, count=count)
+    if built is None:
+        return None
+    job, limits = built
     if not scope.insert_if_unchanged(job, collection=ref, collection_version=version, max_jobs=limits.max_jobs):
         return None
     note_due(session, job.next_execution_time, None, at_once=False)
     return collection, job, True
+
+
+async def create_known_on_loop(
+    create: LoopCreate, ref: CollectionRef, name: str, raw: dict[str, Any], *, moment: datetime, floor: timedelta
+) -> tuple[JobCollectionRow, JobRow] | None:
+    """A new job into a collection this process knows, validated and inserted on the event loop
+    (store.write_scope.LoopCreate), as _create_before_locking does it with a known collection. None when the
+    collection is not known, the definition carries a certificate (reading a pfx is work for a thread, not the
+    loop), the job cannot be built from what is known, or the insert wrote nothing: put_locking_late then does
+    it."""
+    known = create.known_collection(ref)
+    if known is None or _carries_key(raw, "pfx"):
+        return None
+    collection, version = known
+    built = _built_to_insert(collection, name, raw, moment=moment, floor=floor, count=0)
+    if built is None:
+        return None
+    job, limits = built
+    if not await create.insert_if_unchanged(job, collection=ref, collection_version=version, max_jobs=limits.max_jobs):
+        return None
+    return collection, job
+
+
+def _built_to_insert(
+    collection: JobCollectionRow, name: str, raw: dict[str, Any], *, moment: datetime, floor: timedelta, count: int
+) -> tuple[JobRow, Limits] | None:
+    """A new job built from ``raw`` into ``collection`` holding ``count`` jobs (0: the guarded insert checks the
+    limit); None when that fails (the caller then decides under the lock, from what is stored then)."""
+    try:
+        return _build(JobWrite(collection=collection, name=name, raw=raw, moment=moment, floor=floor, job_count=count))
+    except (FieldError, Conflict, InvalidName, TooLarge):
+        return None
+
+
+def _carries_key(value: Any, key: str) -> bool:
+    """Whether a JSON value has a member named ``key`` at any depth (request bodies nest 32 levels at most)."""
+    if isinstance(value, dict):
+        return key in value or any(_carries_key(item, key) for item in value.values())
+    if isinstance(value, list):
+        return any(_carries_key(item, key) for item in value)
+    return False
 
 
 def patch(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +88,30 @@ class LoopReads:
             )
         return tuple(found)
 
+    @property
+    def dialect(self) -> Any:
+        """The engine's dialect (what the statements are compiled for, and their parameters converted by)."""
+        return self._dialect
+
+    async def transaction(self, statements: Sequence[tuple[str, dict[str, Any]]], answer: int) -> Sequence[Any] | None:
+        """Run ``statements`` (the driver's own SQL and parameters) as one transaction in one round trip: BEGIN,
+        each in turn, COMMIT, sent together in psycopg's pipeline mode (the server runs them one after another,
+        so one that takes a lock holds it until the COMMIT). The first row of statement ``answer`` (None: it gave
+        none). Bounded and retried as a read: a connection that fails is closed; one that sat idle while the
+        server went away fails before the server ran anything, and the transaction is sent once more on a new
+        one. An error of any statement ends the transaction with nothing written, and the connection with it."""
+
+        async def run(connection: psycopg.AsyncConnection[Any]) -> Sequence[Any] | None:
+            cursors = []
+            async with connection.pipeline():
+                await connection.execute("BEGIN")
+                for sql, values in statements:
+                    cursors.append(await connection.execute(sql, values))
+                await connection.execute("COMMIT")
+            return await cursors[answer].fetchone()
+
+        return await self._on_connection(statements[answer][0], run)
+
     async def close(self) -> None:
         """Close the idle connections (those in use are closed as their reads end)."""
         idle, self._idle = self._idle, []
@@ -124,6 +148,17 @@ class LoopReads:
         return ready
 
     async def _fetch(self, sql: str, values: dict[str, Any]) -> Sequence[Any] | None:
+        async def run(connection: psycopg.AsyncConnection[Any]) -> Sequence[Any] | None:
+            cursor = await connection.execute(sql, values)
+            return await cursor.fetchone()
+
+        return await self._on_connection(sql, run)
+
+    async def _on_connection(
+        self, sql: str, run: Callable[[psycopg.AsyncConnection[Any]], Awaitable[Sequence[Any] | None]]
+    ) -> Sequence[Any] | None:
+        """``run`` on an idle connection (or a new one), bounded by the timeout, retried once on a new one when a
+        reused one fails; errors as SQLAlchemy's OperationalError (``sql`` named in it, never the values)."""
         self._bind_to_running_loop()
         assert self._slots is not None
         try:
@@ -132,8 +167,7 @@ class LoopReads:
                     for attempt in (1, 2):
                         connection, reused = await self._connection()
                         try:
-                            cursor = await connection.execute(sql, values)
-                            row = await cursor.fetchone()
+                            row = await run(connection)
                         except psycopg.OperationalError:
                             await _close(connection)
                             if reused and attempt == 1:

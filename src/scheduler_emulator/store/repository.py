@@ -227,12 +227,7 @@ def insert_job_locked_and_commit(
     (store.wakeups.notification) sent before the COMMIT, in the same round trip.
     PostgreSQL only (store.write_scope.PostgresWriteScope)."""
     connection = session.connection()
-    sql, convert = _guarded_job_insert_sql(connection.dialect)
-    params: dict[str, Any] = {}
-    for name in _NEW_JOB_COLUMNS:
-        value, conversion = getattr(job, name), convert[name]
-        params[name] = value if conversion is None or value is None else conversion(value)
-    params.update(collection_version=collection_version, max_jobs=max_jobs)
+    sql, params = _guarded_job_insert_of(connection.dialect, job, collection_version, max_jobs)
     driver = connection.connection.driver_connection
     assert driver is not None
     dialect = connection.dialect
@@ -260,6 +255,42 @@ def insert_job_locked_and_commit(
         return False
     job.id = row[0]
     return True
+
+
+async def insert_job_locked_and_commit_on_loop(
+    reads: LoopReads,
+    job: JobRow,
+    *,
+    collection_version: str,
+    max_jobs: int,
+    locks: Sequence[str],
+    notify: str | None = None,
+) -> bool:
+    """As insert_job_locked_and_commit, on the event loop over ``reads``' connections (store.loop_reads: one round
+    trip, no thread, no session): True (``job.id`` set) when inserted, False when nothing was written."""
+    sql, params = _guarded_job_insert_of(reads.dialect, job, collection_version, max_jobs)
+    statements = [(_LOCK, {"key": key}) for key in locks]
+    statements.append((sql, params))
+    if notify is not None:
+        statements.append(notification(notify))
+    row = await reads.transaction(statements, answer=len(locks))
+    if row is None:
+        return False
+    job.id = row[0]
+    return True
+
+
+def _guarded_job_insert_of(
+    dialect: Dialect, job: JobRow, collection_version: str, max_jobs: int
+) -> tuple[str, dict[str, Any]]:
+    """The guarded insert of ``job`` as the driver's SQL and its parameters (converted as SQLAlchemy would)."""
+    sql, convert = _guarded_job_insert_sql(dialect)
+    params: dict[str, Any] = {}
+    for name in _NEW_JOB_COLUMNS:
+        value, conversion = getattr(job, name), convert[name]
+        params[name] = value if conversion is None or value is None else conversion(value)
+    params.update(collection_version=collection_version, max_jobs=max_jobs)
+    return sql, params
 
 
 def find_collection_with_job(

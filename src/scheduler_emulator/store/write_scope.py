@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
+from scheduler_emulator.store.loop_reads import LoopReads
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
 from scheduler_emulator.store.wakeups import EVERY_CHANGE, WAKE_AT_ONCE, notify_dispatchers
 
@@ -161,16 +162,61 @@ class PostgresWriteScope(WriteScope):
         return inserted
 
     def _notice(self, job: JobRow) -> str | None:
-        """What announcing the new ``job`` would tell the dispatchers (store.wakeups.notify_dispatchers: when it
-        is due, or WAKE_AT_ONCE under a virtual clock, whose due times no wall-clock horizon bounds); None when
-        the write wakes no one, or the job is not due before the horizon. The API decides the same from the
-        job's note afterwards (store.wakeups.wake_needed, earliest_noted), and then finds it announced."""
-        if self.wake_horizon is None:
-            return None
-        if self.wake_horizon == EVERY_CHANGE:
-            return WAKE_AT_ONCE
-        due = job.next_execution_time
-        return due.isoformat() if due is not None and due < self.wake_horizon else None
+        return _notice(job, self.wake_horizon)
+
+
+def _notice(job: JobRow, wake_horizon: datetime | None) -> str | None:
+    """What announcing the new ``job`` would tell the dispatchers (store.wakeups.notify_dispatchers: when it is
+    due, or WAKE_AT_ONCE under a virtual clock, whose due times no wall-clock horizon bounds); None when the
+    write wakes no one, or the job is not due before the horizon. The API decides the same from the job's note
+    afterwards (store.wakeups.wake_needed, earliest_noted), and then finds it announced."""
+    if wake_horizon is None:
+        return None
+    if wake_horizon == EVERY_CHANGE:
+        return WAKE_AT_ONCE
+    due = job.next_execution_time
+    return due.isoformat() if due is not None and due < wake_horizon else None
+
+
+class LoopCreate:
+    """PostgreSQL's create of a new job into a collection this process knows (KnownCollections), on the event
+    loop: the same guarded insert as PostgresWriteScope.insert_if_unchanged, with the lock, the announcement and
+    the COMMIT in one round trip, over store.loop_reads' connections instead of a worker thread's session. A
+    PUT that creates a job left the loop for a worker thread and came back; the hand-overs (the executor's
+    queue, the thread's wake-up, the interpreter lock each way) and the ORM session cost the API's process
+    about a fifth of a create's CPU (bench/README, issue 33, thirteenth session). Anything else (a collection not
+    known, a name taken, the insert refused) is left to the session's way, as before."""
+
+    def __init__(self, reads: LoopReads, known: KnownCollections, wake_horizon: datetime | None) -> None:
+        self.reads = reads
+        self.known = known
+        self.wake_horizon = wake_horizon
+        self.announced: str | None = None  # the announcement sent with the insert (see _notice), if any
+
+    def known_collection(self, collection: NamedCollection) -> tuple[JobCollectionRow, str] | None:
+        return self.known.get(collection)
+
+    async def insert_if_unchanged(
+        self, job: JobRow, *, collection: NamedCollection, collection_version: str, max_jobs: int
+    ) -> bool:
+        """As PostgresWriteScope.insert_if_unchanged, on the event loop."""
+        key = collection_lock(collection.subscription_id, collection.resource_group, collection.name)
+        notice = _notice(job, self.wake_horizon)
+        inserted = await repo.insert_job_locked_and_commit_on_loop(
+            self.reads, job, collection_version=collection_version, max_jobs=max_jobs, locks=[key], notify=notice
+        )
+        if not inserted:
+            self.known.forget(collection)
+        self.announced = notice if inserted else None
+        return inserted
+
+
+def loop_create(database: Database, wake_horizon: datetime | None = None) -> LoopCreate | None:
+    """A LoopCreate over ``database`` where it has reads on the event loop (PostgreSQL), None elsewhere.
+    ``wake_horizon``: as write_scope's."""
+    if database.loop_reads is None:
+        return None
+    return LoopCreate(database.loop_reads, known_collections(database), wake_horizon)
 
 
 _KNOWN: weakref.WeakKeyDictionary[Database, KnownCollections] = weakref.WeakKeyDictionary()
@@ -184,8 +230,13 @@ def write_scope(database: Database, session: Session, wake_horizon: datetime | N
     clock); None: the write wakes no one."""
     if database.dialect != "postgresql":
         return WriteScope(session, wake_horizon)
+    return PostgresWriteScope(session, known_collections(database), wake_horizon)
+
+
+def known_collections(database: Database) -> KnownCollections:
+    """The collections this process knows on ``database`` (one KnownCollections per Database)."""
     with _KNOWN_GUARD:
         known = _KNOWN.get(database)
         if known is None:
             known = _KNOWN[database] = KnownCollections()
-    return PostgresWriteScope(session, known, wake_horizon)
+        return known
