@@ -95,20 +95,23 @@ class LoopReads:
 
     async def transaction(self, statements: Sequence[tuple[str, dict[str, Any]]], answer: int) -> Sequence[Any] | None:
         """Run ``statements`` (the driver's own SQL and parameters) as one transaction in one round trip: BEGIN,
-        each in turn, COMMIT, sent together in psycopg's pipeline mode (the server runs them one after another,
-        so one that takes a lock holds it until the COMMIT). The first row of statement ``answer`` (None: it gave
-        none). Bounded and retried as a read: a connection that fails is closed; one that sat idle while the
-        server went away fails before the server ran anything, and the transaction is sent once more on a new
-        one. An error of any statement ends the transaction with nothing written, and the connection with it."""
+        each in turn, COMMIT, sent as one query of the simple protocol, its values bound by psycopg on this side
+        (``mogrify``, quoted as the server would read them); the server runs them one after another, so one that
+        takes a lock holds it until the COMMIT. psycopg's pipeline mode did the same with the values apart, but
+        cost the API's process about a fifth more CPU per job create, in its wait for each statement's turn to
+        be sent (bench/README, issue 33, thirteenth session). The first row of statement ``answer`` (None: it
+        gave none). Bounded and retried as a read: a connection that fails is closed; one that sat idle while
+        the server went away fails before the server ran anything, and the transaction is sent once more on a
+        new one. An error of any statement ends the transaction with nothing written, and the connection with
+        it."""
 
         async def run(connection: psycopg.AsyncConnection[Any]) -> Sequence[Any] | None:
-            cursors = []
-            async with connection.pipeline():
-                await connection.execute("BEGIN")
-                for sql, values in statements:
-                    cursors.append(await connection.execute(sql, values))
-                await connection.execute("COMMIT")
-            return await cursors[answer].fetchone()
+            cursor = psycopg.AsyncClientCursor(connection)
+            text = "; ".join(["BEGIN", *(cursor.mogrify(sql, values) for sql, values in statements), "COMMIT"])
+            await cursor.execute(text)
+            for _ in range(answer + 1):  # past BEGIN's result and those before the answer's
+                cursor.nextset()
+            return await cursor.fetchone()
 
         return await self._on_connection(statements[answer][0], run)
 
