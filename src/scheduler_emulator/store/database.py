@@ -352,6 +352,11 @@ class Database:
             )
             self.loop_reads = LoopReads(self.engine, kwargs["connect_args"])
 
+    @property
+    def on_disk(self) -> bool:
+        """Whether the store outlives this process (PostgreSQL, a SQLite file; not a database in memory)."""
+        return self.url not in ("sqlite://", "sqlite:///:memory:")
+
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A session in a transaction: committed on success, rolled back on error."""

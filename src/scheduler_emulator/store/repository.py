@@ -22,6 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, aliased
 
@@ -137,23 +138,33 @@ def find_collection_and_job(
     return None if row is None else (row[0], row[1], int(row[2]))
 
 
-# PostgreSQL's version of a row: the transaction that wrote it, changed by every UPDATE (never by a row lock).
-_COLLECTION_VERSION = sql_cast(literal_column("job_collections.xmin"), Text)
+def _collection_version(dialect: str) -> ColumnElement[str]:
+    """A collection row's version, which every change to the row changes. PostgreSQL: the transaction that wrote
+    it (``xmin``), changed by every UPDATE (never by a row lock). SQLite: what a job is built from (plan, state,
+    properties) and when the row was last written (a virtual clock may write twice at one instant)."""
+    if dialect == "postgresql":
+        return sql_cast(literal_column("job_collections.xmin"), Text)
+    parts = (COLLECTIONS.c.sku, COLLECTIONS.c.state, sql_cast(COLLECTIONS.c.updated_at, Text))
+    version: ColumnElement[str] = sql_cast(COLLECTIONS.c.properties, Text)
+    for part in parts:
+        version = part.concat("|").concat(version)
+    return version
 
 
 @cache
-def _collection_job_count_and_version() -> Select[JobCollectionRow, JobRow, int, str]:
-    """As _collection_job_and_count, with the collection row's version (PostgreSQL)."""
-    return _collection_job_and_count().add_columns(_COLLECTION_VERSION)
+def _collection_job_count_and_version(dialect: str) -> Select[JobCollectionRow, JobRow, int, str]:
+    """As _collection_job_and_count, with the collection row's version."""
+    return _collection_job_and_count().add_columns(_collection_version(dialect))
 
 
 def find_collection_job_and_version(
     session: Session, subscription: str, resource_group: str, name: str, job_name: str
 ) -> tuple[JobCollectionRow, JobRow | None, int, str] | None:
-    """As find_collection_and_job, with the version of the collection's row for insert_job_locked_and_commit
-    (PostgreSQL only: see store.write_scope)."""
+    """As find_collection_and_job, with the version of the collection's row for a guarded insert
+    (insert_job_locked_and_commit, insert_job_if_unchanged: see store.write_scope)."""
     names = _names(subscription, resource_group, name, job_name)
-    row = session.execute(_collection_job_count_and_version(), names).first()
+    dialect = session.get_bind().dialect.name
+    row = session.execute(_collection_job_count_and_version(dialect), names).first()
     return None if row is None else (row[0], row[1], int(row[2]), str(row[3]))
 
 
@@ -180,7 +191,7 @@ def insert_job(session: Session, job: JobRow) -> None:
 
 
 @cache
-def _guarded_job_insert() -> Insert:
+def _guarded_job_insert(dialect: str) -> Insert:
     """INSERT a new job only while its name is free, its collection's row is still the version read
     (``collection_version``) and the collection holds fewer than ``max_jobs`` jobs; RETURNING its id."""
     values = [bindparam(name, type_=JOBS.c[name].type) for name in _NEW_JOB_COLUMNS]  # rendered with casts
@@ -188,23 +199,39 @@ def _guarded_job_insert() -> Insert:
     count = select(func.count()).select_from(JOBS).where(JOBS.c.collection_id == collection).scalar_subquery()
     unchanged = (
         select(COLLECTIONS.c.id)
-        .where(COLLECTIONS.c.id == collection, bindparam("collection_version") == _COLLECTION_VERSION)
+        .where(COLLECTIONS.c.id == collection, bindparam("collection_version") == _collection_version(dialect))
         .exists()
     )
     source = select(*values).where(count < bindparam("max_jobs"), unchanged)
+    statement = postgresql_insert(JOBS) if dialect == "postgresql" else sqlite_insert(JOBS)
     return (
-        postgresql_insert(JOBS)
-        .from_select(list(_NEW_JOB_COLUMNS), source)
+        statement.from_select(list(_NEW_JOB_COLUMNS), source)
         .on_conflict_do_nothing(index_elements=[JOBS.c.collection_id, JOBS.c.name_key])
         .returning(JOBS.c.id)
     )
+
+
+def insert_job_if_unchanged(session: Session, job: JobRow, *, collection_version: str, max_jobs: int) -> bool:
+    """Insert the new ``job`` (not added to the session) in the session's transaction if what it was built from
+    still holds, as insert_job_locked_and_commit checks it (SQLite: the transaction holds the write turn from its
+    first statement, so there is no lock to take and the commit is the session's). True (``job.id`` set) when
+    inserted; False when nothing was written (the session's objects are expired, to be read again)."""
+    params: dict[str, Any] = {name: getattr(job, name) for name in _NEW_JOB_COLUMNS}
+    params.update(collection_version=collection_version, max_jobs=max_jobs)
+    dialect = session.get_bind().dialect.name
+    row = session.connection().execute(_guarded_job_insert(dialect), params).first()
+    if row is None:
+        session.expire_all()
+        return False
+    job.id = row[0]
+    return True
 
 
 @cache
 def _guarded_job_insert_sql(dialect: Dialect) -> tuple[str, dict[str, Callable[[Any], Any] | None]]:
     """_guarded_job_insert as the driver's SQL, with the columns' parameter conversions (what executing it
     through SQLAlchemy would apply)."""
-    sql = str(_guarded_job_insert().compile(dialect=dialect))
+    sql = str(_guarded_job_insert(dialect.name).compile(dialect=dialect))
     return sql, {name: JOBS.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in _NEW_JOB_COLUMNS}
 
 

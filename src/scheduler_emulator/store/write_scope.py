@@ -73,9 +73,9 @@ def _key(collection: NamedCollection) -> str:
 
 
 class WriteScope:
-    """SQLite's: one session writes at a time already, so there is no lock to take, a new job is never
-    inserted before it (``inserts_before_locking`` False), and the only dispatcher is this process's, which the
-    API wakes in-process."""
+    """An in-memory SQLite database's: one session writes at a time already, so there is no lock to take, a new
+    job is never inserted before it (``inserts_before_locking`` False), and the only dispatcher is this
+    process's, which the API wakes itself. The base of the others."""
 
     inserts_before_locking = False
 
@@ -108,6 +108,37 @@ class WriteScope:
     ) -> bool:
         """Only where ``inserts_before_locking``: see PostgresWriteScope."""
         raise NotImplementedError("this store inserts a new job under its collection's lock, as any write")
+
+
+class SqliteFileWriteScope(WriteScope):
+    """A SQLite file's: the transaction holds the write turn from its first statement (store.database.WriteTurn),
+    so there is no lock to take; a new job into a collection this process knows is inserted without reading the
+    collection again, by the guarded insert (store.repository.insert_job_if_unchanged: the name free, the
+    collection's row as known, fewer jobs than the limit). Reading the collection and the job into ORM objects
+    was a quarter of the writer thread's work per job create (bench/README, issue 33, thirteenth session)."""
+
+    inserts_before_locking = True
+
+    def __init__(self, session: Session, known: KnownCollections, wake_horizon: datetime | None = None) -> None:
+        super().__init__(session, wake_horizon)
+        self.known = known
+
+    def known_collection(self, collection: NamedCollection) -> tuple[JobCollectionRow, str] | None:
+        return self.known.get(collection)
+
+    def remember_collection(self, collection: NamedCollection, row: JobCollectionRow, version: str) -> None:
+        self.session.expunge(row)  # as PostgresWriteScope's: other threads may read it from now on
+        self.known.remember(collection, row, version)
+
+    def insert_if_unchanged(
+        self, job: JobRow, *, collection: NamedCollection, collection_version: str, max_jobs: int
+    ) -> bool:
+        inserted = repo.insert_job_if_unchanged(
+            self.session, job, collection_version=collection_version, max_jobs=max_jobs
+        )
+        if not inserted:
+            self.known.forget(collection)
+        return inserted
 
 
 class PostgresWriteScope(WriteScope):
@@ -228,9 +259,11 @@ def write_scope(database: Database, session: Session, wake_horizon: datetime | N
     ``wake_horizon``: the write may wake the dispatchers, which look again by themselves for jobs due before
     then (store.wakeups.wake_needed); ``store.wakeups.EVERY_CHANGE``: every change wakes them (a virtual
     clock); None: the write wakes no one."""
-    if database.dialect != "postgresql":
-        return WriteScope(session, wake_horizon)
-    return PostgresWriteScope(session, known_collections(database), wake_horizon)
+    if database.dialect == "postgresql":
+        return PostgresWriteScope(session, known_collections(database), wake_horizon)
+    if database.on_disk:
+        return SqliteFileWriteScope(session, known_collections(database), wake_horizon)
+    return WriteScope(session, wake_horizon)
 
 
 def known_collections(database: Database) -> KnownCollections:
