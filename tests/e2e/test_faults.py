@@ -20,13 +20,12 @@ import statistics
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
-import pytest
 from sqlalchemy import select
 from support.api_client import API
 from support.databases import TEST_SECRET_KEY
@@ -227,13 +226,6 @@ def _taken_over(job: str, logs: dict[int, str]) -> bool:
 
 def _pid(owner: str) -> int:
     return int(owner.split(":")[1]) if owner.count(":") >= 2 else -1
-
-
-@pytest.fixture
-def private_postgres() -> Iterator[PrivatePostgres]:
-    with PrivatePostgres() as server:
-        Database(server.url).migrate()
-        yield server
 
 
 def _unexplained(

@@ -15,7 +15,6 @@ from sqlalchemy import func, select
 from support.api_client import API, wait_history
 from support.databases import PostgresDatabase, require_postgres
 from support.names import Names
-from support.private_postgres import PrivatePostgres
 from support.processes import children_of, ended_or_killed
 from support.server import EmulatorPool, ServerProcess
 from support.store_rows import insert_due_jobs
@@ -157,14 +156,6 @@ def _wait_store(database_url: str, prefix: str, count: int, timeout: float = 30)
         if time.monotonic() > deadline:
             raise AssertionError(f"only {store_counts(database_url, prefix)} recorded for {prefix}")
         time.sleep(0.3)
-
-
-@pytest.fixture
-def private_postgres() -> Iterator[PrivatePostgres]:
-    """A PostgreSQL server of this test's own: stopping the shared one would break every other test using it."""
-    with PrivatePostgres() as server:
-        Database(server.url).migrate()
-        yield server
 
 
 def test_a_postgresql_restart_mid_run_is_survived(private_postgres, processes, target) -> None:

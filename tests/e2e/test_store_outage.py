@@ -12,12 +12,10 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
-import pytest
 from sqlalchemy import select
 from support.databases import TEST_SECRET_KEY
 from support.names import Names
@@ -33,13 +31,6 @@ from scheduler_emulator.store.models import JobHistoryRow
 
 LEASE = 5.0  # seconds; the server stays down longer than this, so every heartbeat runs out
 BACK_LATER = 2.5  # seconds after the server is up again that the sender is woken (the other is back by then)
-
-
-@pytest.fixture
-def private_postgres() -> Iterator[PrivatePostgres]:
-    with PrivatePostgres() as server:
-        Database(server.url).migrate()
-        yield server
 
 
 def test_the_first_dispatcher_back_from_an_outage_does_not_take_over_what_another_still_holds(

@@ -40,11 +40,12 @@ def collection_lock(subscription: str, resource_group: str, name: str) -> str:
 
 
 class KnownCollections:
-    """The collections a process read last, each with its row's version (PostgreSQL's ``xmin``), by name: a new
-    job may be built from one without reading the collection again, because the insert that writes it checks
-    the version (PostgresWriteScope.insert_if_unchanged). A stale entry costs only that check's failure, after
-    which the job is written the long way and the entry forgotten. Shared by the process's threads; holds at
-    most ``LIMIT`` collections (those read from the database longest ago go first)."""
+    """The collections a process read last, each with its row's version (store.repository's
+    ``_collection_version``: PostgreSQL's ``xmin``), by name: a new job may be built from one without reading
+    the collection again, because the insert that writes it checks the version (insert_if_unchanged). A stale
+    entry costs only that check's failure, after which the job is written the long way and the entry
+    forgotten. Shared by the process's threads; holds at most ``LIMIT`` collections (those read from the
+    database longest ago go first)."""
 
     LIMIT = 4096
 
@@ -110,12 +111,9 @@ class WriteScope:
         raise NotImplementedError("this store inserts a new job under its collection's lock, as any write")
 
 
-class SqliteFileWriteScope(WriteScope):
-    """A SQLite file's: the transaction holds the write turn from its first statement (store.database.WriteTurn),
-    so there is no lock to take; a new job into a collection this process knows is inserted without reading the
-    collection again, by the guarded insert (store.repository.insert_job_if_unchanged: the name free, the
-    collection's row as known, fewer jobs than the limit). Reading the collection and the job into ORM objects
-    was a quarter of the writer thread's work per job create (bench/README, issue 33, thirteenth session)."""
+class _KnowingWriteScope(WriteScope):
+    """A store's where a new job may be inserted before its collection's lock, built from a collection this
+    process read before (KnownCollections)."""
 
     inserts_before_locking = True
 
@@ -127,8 +125,18 @@ class SqliteFileWriteScope(WriteScope):
         return self.known.get(collection)
 
     def remember_collection(self, collection: NamedCollection, row: JobCollectionRow, version: str) -> None:
-        self.session.expunge(row)  # as PostgresWriteScope's: other threads may read it from now on
+        # Out of the session, first: what the session does next (a rollback, expire_all after a refused insert,
+        # the same row read again under the lock) must not expire or change the row other threads now read.
+        self.session.expunge(row)
         self.known.remember(collection, row, version)
+
+
+class SqliteFileWriteScope(_KnowingWriteScope):
+    """A SQLite file's: the transaction holds the write turn from its first statement (store.database.WriteTurn),
+    so there is no lock to take; a new job into a collection this process knows is inserted without reading the
+    collection again, by the guarded insert (store.repository.insert_job_if_unchanged: the name free, the
+    collection's row as known, fewer jobs than the limit). Reading the collection and the job into ORM objects
+    was a quarter of the writer thread's work per job create (bench/README, issue 33, thirteenth session)."""
 
     def insert_if_unchanged(
         self, job: JobRow, *, collection: NamedCollection, collection_version: str, max_jobs: int
@@ -141,26 +149,14 @@ class SqliteFileWriteScope(WriteScope):
         return inserted
 
 
-class PostgresWriteScope(WriteScope):
+class PostgresWriteScope(_KnowingWriteScope):
     """PostgreSQL's: the lock is an advisory lock held to the end of the transaction; a new job read and
     validated before it may be inserted by ``insert_if_unchanged``."""
 
-    inserts_before_locking = True
-
     def __init__(self, session: Session, known: KnownCollections, wake_horizon: datetime | None = None) -> None:
-        super().__init__(session, wake_horizon)
-        self.known = known
+        super().__init__(session, known, wake_horizon)
         self._locked: set[str] = set()
         self._announced = False  # a change announced with a new job's insert (insert_if_unchanged)
-
-    def known_collection(self, collection: NamedCollection) -> tuple[JobCollectionRow, str] | None:
-        return self.known.get(collection)
-
-    def remember_collection(self, collection: NamedCollection, row: JobCollectionRow, version: str) -> None:
-        # Out of the session, first: what the session does next (a rollback, expire_all after a refused insert,
-        # the same row read again under the lock) must not expire or change the row other threads now read.
-        self.session.expunge(row)
-        self.known.remember(collection, row, version)
 
     def hold(self, *keys: str) -> None:
         for key in keys:
@@ -215,7 +211,7 @@ class LoopCreate:
     the COMMIT in one round trip, over store.loop_reads' connections instead of a worker thread's session. A
     PUT that creates a job left the loop for a worker thread and came back; the hand-overs (the executor's
     queue, the thread's wake-up, the interpreter lock each way) and the ORM session cost the API's process
-    about a fifth of a create's CPU (bench/README, issue 33, thirteenth session). Anything else (a collection not
+    a fifth to a third of a create's CPU (bench/README, issue 33, thirteenth session). Anything else (a collection not
     known, a name taken, the insert refused) is left to the session's way, as before."""
 
     def __init__(self, reads: LoopReads, known: KnownCollections, wake_horizon: datetime | None) -> None:
