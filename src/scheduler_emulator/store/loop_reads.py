@@ -7,7 +7,8 @@ issue 33, tenth session). Here the statement goes out from the loop and its answ
 thread and no ORM session (0.23 ms of CPU per read against 0.48; eleventh session): the statement is an ORM
 ``select`` of whole entities, compiled once for the engine's dialect; its columns are read through the same result
 processors the ORM applies (a sealed definition is opened, datetimes come back in UTC) and made into detached
-instances of the entities.
+instances of the entities. One write goes the same way: a new job's guarded insert, as one transaction of one
+round trip (``transaction``; store.write_scope.LoopCreate, thirteenth session).
 
 Connections are psycopg's, opened with the engine's own connection arguments (server-side time bounds, keepalive,
 the dialect's adapters), at most ``size`` at a time, kept idle between reads, one event loop's at a time. A read
