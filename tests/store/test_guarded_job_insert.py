@@ -12,10 +12,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from cryptography.fernet import Fernet
 from sqlalchemy import event, func, select, text, update
 from sqlalchemy.exc import OperationalError
-from support.databases import fresh_database
+from support.databases import sealing_postgres_database
 from support.scratch_store import T0, add_collection, add_job
 
 from scheduler_emulator.domain.errors import Conflict
@@ -24,7 +23,6 @@ from scheduler_emulator.service.collections import CollectionRef
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
-from scheduler_emulator.store.secrets import SecretBox
 from scheduler_emulator.store.write_scope import write_scope
 
 LOCK = "collection:s/g/c"
@@ -34,13 +32,8 @@ PASSWORD = "pw-4f1c9d0e-never-stored-plain"
 
 @pytest.fixture
 def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    with fresh_database("postgresql", tmp_path_factory) as url:
-        database = Database(url, SecretBox(Fernet.generate_key()))
-        try:
-            database.migrate()
-            yield database
-        finally:
-            database.dispose()
+    with sealing_postgres_database(tmp_path_factory) as database:
+        yield database
 
 
 def read_version(database: Database, collection_id: int) -> str:

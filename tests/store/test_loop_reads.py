@@ -14,17 +14,15 @@ from datetime import UTC, timedelta
 from typing import Any
 
 import pytest
-from cryptography.fernet import Fernet
 from sqlalchemy import inspect, text
 from sqlalchemy.exc import OperationalError
-from support.databases import fresh_database
+from support.databases import sealing_postgres_database
 from support.scratch_store import T0, add_collection
 
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.loop_reads import LoopReads
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
-from scheduler_emulator.store.secrets import SecretBox
 
 PASSWORD = "pw-6b2e-loop-read-secret"
 BOUND = 30.0  # seconds: only a read that hangs takes this long
@@ -32,13 +30,8 @@ BOUND = 30.0  # seconds: only a read that hangs takes this long
 
 @pytest.fixture
 def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    with fresh_database("postgresql", tmp_path_factory) as url:
-        database = Database(url, SecretBox(Fernet.generate_key()))
-        try:
-            database.migrate()
-            yield database
-        finally:
-            database.dispose()
+    with sealing_postgres_database(tmp_path_factory) as database:
+        yield database
 
 
 def add_job(database: Database, collection_id: int, name: str) -> None:

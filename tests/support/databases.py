@@ -7,11 +7,15 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pytest
 
 from support.environment import IN_CI
 from support.waiting import unique
+
+if TYPE_CHECKING:
+    from scheduler_emulator.store.database import Database
 
 PG_ADMIN_DSN = os.environ.get("SCHEDULER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 # The session server's key for stored secrets, so that tests reading its database directly can open them.
@@ -77,3 +81,21 @@ def fresh_database(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield database.url
     finally:
         database.drop()
+
+
+@contextmanager
+def sealing_postgres_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
+    """A migrated Database over a new PostgreSQL database that seals secrets with a key of its own; disposed on
+    leaving."""
+    from cryptography.fernet import Fernet
+
+    from scheduler_emulator.store.database import Database
+    from scheduler_emulator.store.secrets import SecretBox
+
+    with fresh_database("postgresql", tmp_path_factory) as url:
+        database = Database(url, SecretBox(Fernet.generate_key()))
+        try:
+            database.migrate()
+            yield database
+        finally:
+            database.dispose()
