@@ -1,9 +1,9 @@
-"""Where a fire's CPU goes, by thread: one emulator on SQLite, jobs made through its API as a user makes them
-(``user``: default flags; ``quiet``: ``--log-level warning``), fired at nginx; the CPU each of the process's
-threads used from just before the window until ``--drain`` seconds after it, per fire, named as py-spy names
-them (``MainThread`` is the event loop; ``uvloop_N`` the default executor, where the dispatcher's claims and
-writes run; ``sqlite-writer``/``sqlite-reader`` the API's database threads; ``log-writer`` the log lines), and
-the action process (dispatcher/action_process.py: the requests to the targets) as one row.
+"""Where a fire's CPU goes, by process and thread: one emulator on SQLite, jobs made through its API as a user
+makes them (``user``: default flags; ``quiet``: ``--log-level warning``), fired at nginx; the CPU each thread of
+each of its processes (the API's, the dispatcher's, the action process) used from just before the window until
+``--drain`` seconds after it, per fire, named as py-spy names them (``MainThread`` is a process's event loop;
+``uvloop_N`` the default executor, where the dispatcher's claims and writes run; ``sqlite-writer``/``sqlite-reader``
+the API's database threads; ``log-writer`` the log lines).
 Reads ``/proc/<pid>/task``, so CPU time, not wall time: a busy machine moves it less than it moves rates.
 
     .venv/bin/python bench/thread_cpu.py --paths user,quiet --rate 3000 --get-rate 0
@@ -58,6 +58,17 @@ def profile(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def process_roles(pid: int) -> dict[int, str]:
+    """The emulator's processes, pid → role: ``api`` (the one started), then its forked children by what they are:
+    ``dispatcher`` (a child that has a child of its own) and ``action`` (the one that sends)."""
+    roles = {pid: f"api (pid {pid})"}
+    for child in h.children_of(pid):
+        grandchildren = h.children_of(child)
+        roles[child] = f"{'dispatcher' if grandchildren else 'action'} (pid {child})"
+        roles.update({grandchild: f"action (pid {grandchild})" for grandchild in grandchildren})
+    return roles
+
+
 def run(path: str, jobs: int, window: float, get_rate: float, drain: float, profile_dir: Path | None = None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-threads-"))
     nginx = h.Nginx(tmp / "nginx")
@@ -75,29 +86,27 @@ def run(path: str, jobs: int, window: float, get_rate: float, drain: float, prof
         get_load = h.GetLoad(emulator.url, jobs, h.user_collections(jobs), get_rate) if get_rate > 0 else None
         while h.now_us() < t0_us - 200_000:
             time.sleep(0.05)
-        before = thread_cpu(emulator.pid)
-        children = h.children_of(emulator.pid)  # the action process (dispatcher/action_process.py), if any
-        children_before = h.cpu_split_of(children)[0]
-        profilers = [profile(pid, profile_dir / f"{path}-{role}.txt", window + drain)
-                     for role, pid in (("main", emulator.pid), ("action", children[0] if children else None))
-                     if profile_dir is not None and pid is not None]
+        # The process tree: the API's process, its dispatcher's process (a store on disk) and the action process
+        # (forked by the dispatcher's process, or by the API's when the dispatcher runs inside it).
+        roles = process_roles(emulator.pid)
+        before = {pid: thread_cpu(pid) for pid in roles}
+        profilers = [profile(pid, profile_dir / f"{path}-{role.split()[0]}.txt", window + drain)
+                     for pid, role in roles.items() if profile_dir is not None]
         if get_load is not None:
             get_load.start(window)
         time.sleep(window + drain)
-        after = thread_cpu(emulator.pid)
-        children_cpu = h.cpu_split_of(children)[0] - children_before
+        after = {pid: thread_cpu(pid) for pid in roles}
         for profiler in profilers:
             profiler.wait(60)
         if get_load is not None:
             get_load.join()
-        names = thread_names(emulator.pid)
         fired = len(nginx.arrivals())
         by_name: dict[str, float] = {}
-        for tid, seconds in after.items():
-            name = names.get(tid, f"thread {tid}")
-            by_name[name] = by_name.get(name, 0.0) + seconds - before.get(tid, 0.0)
-        if children:
-            by_name[f"action process (pid {','.join(map(str, children))}, all threads)"] = children_cpu
+        for pid, role in roles.items():
+            names = thread_names(pid)
+            for tid, seconds in after[pid].items():
+                name = f"{role}: {names.get(tid, f'thread {tid}')}"
+                by_name[name] = by_name.get(name, 0.0) + seconds - before[pid].get(tid, 0.0)
         total = sum(by_name.values())
         print(f"{path}: {fired:,} of {jobs:,} fired ({jobs / window:,.0f}/s demanded, GET {get_rate:g}/s); "
               f"{created.rate:,.0f} PUT/s to create them")
