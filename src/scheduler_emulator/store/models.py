@@ -23,6 +23,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from scheduler_emulator.store.secrets import PREFIX as SEALED
 from scheduler_emulator.store.secrets import SecretBox
 
 
@@ -94,6 +95,23 @@ class SealedJSON(TypeDecorator[dict[str, Any]]):
     def process_result_value(self, value: dict[str, Any] | None, dialect: Dialect) -> dict[str, Any] | None:
         box = secret_box_of(dialect)
         return box.open_definition(value) if box is not None and value is not None else value
+
+    # SQLite hands the definition over as its JSON text: one without a sealed value (most jobs) is only parsed,
+    # not also walked for secret slots to open (a tenth of a dispatcher's claim at 3,000 fires/s).
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        loads = self.impl_instance.dialect_impl(dialect).result_processor(dialect, coltype)
+        if dialect.name != "sqlite" or loads is None:
+            return super().result_processor(dialect, coltype)
+
+        def process(value: str | None) -> dict[str, Any] | None:
+            if value is None:
+                return None
+            loaded = loads(value)
+            box = secret_box_of(dialect)
+            return box.open_definition(loaded) if box is not None and SEALED in value else loaded
+
+        return process
 
 
 # BigInteger primary keys autoincrement on PostgreSQL; on SQLite only INTEGER does.
