@@ -107,7 +107,7 @@ class SealedJSON(TypeDecorator[dict[str, Any]]):
         def process(value: str | None) -> dict[str, Any] | None:
             if value is None:
                 return None
-            loaded = loads(value)
+            loaded = cast(dict[str, Any], loads(value))
             box = secret_box_of(dialect)
             return box.open_definition(loaded) if box is not None and SEALED in value else loaded
 
