@@ -208,7 +208,7 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
         result.load = h.loadavg()
         profiler = None
         if profile_to is not None:
-            profiler = start_profiler(pids[0], profile_to, max(1.0, t0 - time.time()) + min(window, 10.0))
+            profiler = start_profiler(pids[0], profile_to, max(1.0, t0 - time.time()) + min(window, 10.0), tree=True)
         def db_counters() -> list[tuple[float | None, float | None]]:
             return [(e.counter("scheduler_dispatcher_write_batches_total"),
                      e.counter("scheduler_dispatcher_cycles_total")) for e in emulators]
@@ -317,7 +317,9 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
     return result
 
 
-def start_profiler(pid: int, out: Path, seconds: float, nonblocking: bool = False) -> subprocess.Popen[bytes] | None:
+def start_profiler(pid: int, out: Path, seconds: float, nonblocking: bool = False,
+                   tree: bool = False) -> subprocess.Popen[bytes] | None:
+    """py-spy recording ``pid`` (``tree``: and the processes it forks, the dispatcher's and the action process)."""
     py_spy = shutil.which("py-spy") or str(Path(h.PYTHON).parent / "py-spy")
     if not Path(py_spy).exists():
         log("  py-spy not found (pip install -r bench/requirements.txt); no profile")
@@ -331,6 +333,8 @@ def start_profiler(pid: int, out: Path, seconds: float, nonblocking: bool = Fals
         args.append("--gil")
     if nonblocking:
         args.append("--nonblocking")
+    if tree:
+        args.append("--subprocesses")
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=out.with_suffix(".log").open("wb"))
 
 
@@ -339,8 +343,8 @@ PACKAGES = ("scheduler_emulator", "sqlalchemy", "sqlite3", "psycopg", "httpx", "
 
 
 def summarise_profile(path: Path, top: int = 15) -> str:
-    """Shares of py-spy's raw (collapsed stack) samples: self time by function and by package, and inclusive
-    time of the emulator's own functions."""
+    """Shares of py-spy's raw (collapsed stack) samples: by thread (and process, for a profile of the process
+    tree), self time by function and by package, and inclusive time of the emulator's own functions."""
     own: Counter[str] = Counter()
     by_package: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
@@ -350,21 +354,23 @@ def summarise_profile(path: Path, top: int = 15) -> str:
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
         return "(no profile written; see the .log next to it)"
+    tree = any(line.startswith("process ") for line in lines)  # py-spy --subprocesses: shares by process too
     for line in lines:
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
         frames = stack.split(";")
-        if frames[0].startswith(("thread (", "process ")):
+        while frames and frames[0].startswith(("thread (", "process ")):
             frames.pop(0)
         frames = [simplify(frame) for frame in frames]
         if not frames:
             continue
         total += count
         python = [f for f in frames if ".py)" in f]
-        threads["main thread (event loop)" if any(f.startswith("<module>") for f in frames)
-                else "other threads (database work)"] += count
+        thread = ("main thread (event loop)" if any(f.startswith("<module>") for f in frames)
+                  else "other threads (database work)")
+        threads[f"{process_role(frames)}: {thread}" if tree else thread] += count
         leaf = frames[-1]
         own[leaf] += count
         package = next((p for p in PACKAGES if f"({p}/" in leaf or f"({p}." in leaf or f"/{p}/" in leaf), None)
@@ -381,7 +387,7 @@ def summarise_profile(path: Path, top: int = 15) -> str:
     if not total:
         return "(empty profile)"
     pct = lambda n: f"{100 * n / total:.1f}"  # noqa: E731
-    rows = [f"{total} non-idle samples; by thread: " + ", ".join(f"{k} {pct(v)}%" for k, v in threads.most_common()),
+    rows = [f"{total} non-idle samples; by {'process and ' if tree else ''}thread: " + ", ".join(f"{k} {pct(v)}%" for k, v in threads.most_common()),
             "", "| self % | function |", "|---:|---|"]
     rows += [f"| {pct(n)} | `{name}` |" for name, n in own.most_common(top)]
     rows += ["", "| self % | package (of the innermost frame) |", "|---:|---|"]
@@ -389,6 +395,16 @@ def summarise_profile(path: Path, top: int = 15) -> str:
     rows += ["", "| inclusive % | emulator function |", "|---:|---|"]
     rows += [f"| {pct(n)} | `{name}` |" for name, n in inclusive.most_common(top + 5)]
     return "\n".join(rows)
+
+
+def process_role(frames: list[str]) -> str:
+    """Which of the emulator's processes a sample (its frames, outermost first) was taken in: each forked child's
+    stacks start in its fork (the action process's in the dispatcher's, when the dispatcher's process forked it)."""
+    if any(frame.startswith("ActionProcess.fork") for frame in frames):
+        return "action process"
+    if any(frame.startswith("DispatcherProcess.fork") for frame in frames):
+        return "dispatcher's process"
+    return "API's process"
 
 
 def simplify(frame: str) -> str:
