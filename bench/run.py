@@ -355,13 +355,17 @@ def summarise_profile(path: Path, top: int = 15) -> str:
     except OSError:
         return "(no profile written; see the .log next to it)"
     tree = any(line.startswith("process ") for line in lines)  # py-spy --subprocesses: shares by process too
+    roles = process_roles(lines) if tree else {}
     for line in lines:
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
         frames = stack.split(";")
+        pid = ""
         while frames and frames[0].startswith(("thread (", "process ")):
+            if frames[0].startswith("process "):
+                pid = frames[0].split(":", 1)[0]
             frames.pop(0)
         frames = [simplify(frame) for frame in frames]
         if not frames:
@@ -370,7 +374,7 @@ def summarise_profile(path: Path, top: int = 15) -> str:
         python = [f for f in frames if ".py)" in f]
         thread = ("main thread (event loop)" if any(f.startswith("<module>") for f in frames)
                   else "other threads (database work)")
-        threads[f"{process_role(frames)}: {thread}" if tree else thread] += count
+        threads[f"{roles.get(pid, pid)}: {thread}" if tree else thread] += count
         leaf = frames[-1]
         own[leaf] += count
         package = next((p for p in PACKAGES if f"({p}/" in leaf or f"({p}." in leaf or f"/{p}/" in leaf), None)
@@ -397,14 +401,24 @@ def summarise_profile(path: Path, top: int = 15) -> str:
     return "\n".join(rows)
 
 
-def process_role(frames: list[str]) -> str:
-    """Which of the emulator's processes a sample (its frames, outermost first) was taken in: each forked child's
-    stacks start in its fork (the action process's in the dispatcher's, when the dispatcher's process forked it)."""
-    if any(frame.startswith("ActionProcess.fork") for frame in frames):
-        return "action process"
-    if any(frame.startswith("DispatcherProcess.fork") for frame in frames):
-        return "dispatcher's process"
-    return "API's process"
+def process_roles(lines: list[str]) -> dict[str, str]:
+    """Which of the emulator's processes each ``process PID`` of a --subprocesses profile is, from its main
+    thread's stacks: a forked child's start in its fork (the action process's in the dispatcher's, when the
+    dispatcher's process forked it); its other threads' stacks start in their own threads, so they are known by
+    the pid only."""
+    roles: dict[str, str] = {}
+    for line in lines:
+        frames = line.rpartition(" ")[0].split(";")
+        pids = [frame.split(":", 1)[0] for frame in frames if frame.startswith("process ")]
+        if not pids:
+            continue
+        if any(frame.startswith("ActionProcess.fork") for frame in frames):
+            roles[pids[-1]] = "action process"
+        elif any(frame.startswith("DispatcherProcess.fork") for frame in frames):
+            roles[pids[-1]] = "dispatcher's process"
+        elif len(pids) == 1:
+            roles[pids[-1]] = "API's process"
+    return roles
 
 
 def simplify(frame: str) -> str:
