@@ -72,7 +72,10 @@ def test_with_a_store_on_disk_the_dispatcher_runs_in_a_process_of_its_own(
     server, main = start(emulators, tmp_path, store_url, "--poll-interval", "60")
     (dispatcher,) = children_of(main)
     (actions,) = children_of(dispatcher)
-    assert f"the dispatcher runs in a process of its own (pid {dispatcher})" in server.log
+    # The line is written by the log writer's thread: it may follow "Listening" into the output.
+    wait_until(
+        lambda: f"the dispatcher runs in a process of its own (pid {dispatcher})" in server.log, 15, server.log_tail
+    )
     with server.client() as http:
         for index in range(JOBS):  # due now: fired at once, not at the next poll a minute away
             fire_now(http, names, f"j{index}", target.url(f"/fired/j{index}"))
