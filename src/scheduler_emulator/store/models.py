@@ -108,8 +108,7 @@ class SealedJSON(TypeDecorator[dict[str, Any]]):
             if value is None:
                 return None
             loaded = cast(dict[str, Any], loads(value))
-            box = secret_box_of(dialect)
-            return box.open_definition(loaded) if box is not None and SEALED in value else loaded
+            return self.process_result_value(loaded, dialect) if SEALED in value else loaded
 
         return process
 
