@@ -33,7 +33,7 @@ SECRET_KEY = os.environ.get("SCHEDULER_SECRET_KEY") or base64.urlsafe_b64encode(
 API = {"api-version": "2016-03-01"}
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-ON_TIME_SECONDS = 1.0  # SPEC §6: "aim: well under a second late"
+ON_TIME_SECONDS = 1.0  # docs/reference/recurrence-and-retries.md#execution: "well under a second late"
 
 
 # -- time and due instants --------------------------------------------------------------------------

@@ -119,7 +119,8 @@ def test_emulator_publishes_7480_and_keeps_its_data_in_a_named_volume(default_co
 
 
 def test_emulators_publish_on_the_hosts_loopback_only() -> None:
-    """Anyone who reaches the API can create jobs: the compose file keeps it on the host's loopback (SPEC §11)."""
+    """Anyone who reaches the API can create jobs: the compose file keeps it on the host's loopback
+    (docs/reference/security.md#inbound-authentication)."""
     services = compose_config("postgres")["services"]
     for name in ("scheduler", "scheduler-postgres"):
         [entry] = services[name]["ports"]

@@ -164,7 +164,8 @@ def create_app(
     app.state.deployment_runs = deployment_runs
     if settings.api:
         arm_routers = (job_collections.router, jobs.router, history.router, *resources_api.routers)
-        for router in arm_routers:  # the Scheduler's, then the Microsoft.Resources front door's (SPEC §12)
+        # the Scheduler's, then the Microsoft.Resources front door's (docs/reference/front-door.md)
+        for router in arm_routers:
             app.include_router(router)
         # The same routes, served first and without FastAPI's per-request routing and dependency work.
         app.router.routes.insert(0, DirectRoutes(arm_routers))

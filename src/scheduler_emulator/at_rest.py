@@ -1,5 +1,5 @@
-"""What the service keeps on disk, kept private (SPEC §11): the data directory (0700, files 0600) and the
-key that seals stored secrets (``--secret-key-file``, default ``<data-dir>/secret.key``, or
+"""What the service keeps on disk, kept private (docs/reference/security.md#secrets-at-rest): the data directory (0700,
+files 0600) and the key that seals stored secrets (``--secret-key-file``, default ``<data-dir>/secret.key``, or
 ``SCHEDULER_SECRET_KEY``)."""
 
 from __future__ import annotations

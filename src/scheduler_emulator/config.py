@@ -140,7 +140,7 @@ class Settings(BaseSettings):
     housekeeping_interval: float = Field(
         300.0, gt=0, description="Seconds between clean-ups of old history and finished jobs."
     )
-    # --- security (SPEC §11) ---
+    # --- security (docs/reference/security.md) ---
     auth_token: SecretStr | None = Field(
         None, description="Require 'Authorization: Bearer TOKEN' on every request but health (default: any or none)."
     )
@@ -151,10 +151,11 @@ class Settings(BaseSettings):
     auth_issuer: str | None = Field(None, description="The 'iss' a JWT must carry (with --auth-jwks; optional).")
     auth: AuthChoice | None = Field(
         None,
-        description="issued: require a token issued by this server's own token service (SPEC §13) on every request "
-        "but health, the dashboard's page, the token service and /metadata/endpoints.",
+        description="issued: require a token issued by this server's own token service "
+        "(docs/reference/token-service.md) on every request but health, the dashboard's page, the token service "
+        "and /metadata/endpoints.",
     )
-    # --- the local token service (SPEC §13) ---
+    # --- the local token service (docs/reference/token-service.md) ---
     principals: SecretStr | None = Field(
         None,
         description="Service principals the token service issues tokens to: CLIENT_ID:SECRET[:TENANT[:SUBSCRIPTION]], "
@@ -210,7 +211,7 @@ class Settings(BaseSettings):
     max_heavy_requests: int = Field(
         2, ge=1, description="Most CPU-heavy requests (recurrence previews) computed at once; 429 beyond."
     )
-    # --- the ARM front door (SPEC §12) ---
+    # --- the ARM front door (docs/reference/front-door.md) ---
     arm_site_hosts: str = Field(
         "",
         description="SITE=HOST[:PORT] pairs, comma-separated: the host name an inert web app (Microsoft.Web/sites) "
@@ -284,7 +285,7 @@ class Settings(BaseSettings):
 
     @property
     def outbound_policy(self) -> OutboundPolicy:
-        """Where jobs may make the service connect (SPEC §11)."""
+        """Where jobs may make the service connect (docs/reference/security.md#outbound-policy)."""
         return OutboundPolicy.from_flags(self.outbound_deny, self.outbound_allow)
 
     @property

@@ -1,5 +1,5 @@
-"""Connection-level protection that uvicorn lacks (SPEC §8): slow request heads and bodies, oversize heads,
-and a hard cap on open connections.
+"""Connection-level protection that uvicorn lacks (docs/reference/security.md#protecting-the-process): slow request
+heads and bodies, oversize heads, and a hard cap on open connections.
 
 uvicorn offers an idle keep-alive timeout (``timeout_keep_alive``, used as is). It has no deadline for a
 request head or body in progress — a client sending its headers one byte at a time holds a connection

@@ -1,4 +1,5 @@
-"""Prometheus metrics of one process (SPEC §10), in a registry of its own so that apps never share state."""
+"""Prometheus metrics of one process (docs/reference/test-support.md#metrics), in a registry of its own so that apps
+never share state."""
 
 from __future__ import annotations
 

@@ -85,8 +85,9 @@ def serve(settings: Settings) -> None:
         log_level=settings.log_level,
         log_config=None,
         timeout_graceful_shutdown=int(settings.shutdown_grace) + 5,
-        # Connection protection (SPEC §8): uvicorn's idle keep-alive timeout, plus our httptools protocol for
-        # head/body deadlines, the head size cap and the connection cap (see connections.py).
+        # Connection protection (docs/reference/security.md#protecting-the-process): uvicorn's idle keep-alive timeout,
+        # plus our httptools protocol for head/body deadlines, the head size cap and the connection cap (see
+        # connections.py).
         http=guarded_protocol(settings),
         timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type]
         **ssl,  # type: ignore[arg-type]

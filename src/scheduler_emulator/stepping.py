@@ -1,7 +1,7 @@
-"""What serves ``POST /_emulator/clock`` (SPEC §10): the virtual clock moved in steps, each to the next instant
-something is due (a scheduled time, a run request, a retry), running it there through the dispatcher's public
-calls, in time order. The dispatcher itself knows nothing of the virtual clock: it is built with this module's
-``PACING`` (it claims nothing on its own schedule) and this module decides when it claims."""
+"""What serves ``POST /_emulator/clock`` (docs/reference/test-support.md#virtual-clock): the virtual clock moved in
+steps, each to the next instant something is due (a scheduled time, a run request, a retry), running it there through
+the dispatcher's public calls, in time order. The dispatcher itself knows nothing of the virtual clock: it is built with
+this module's ``PACING`` (it claims nothing on its own schedule) and this module decides when it claims."""
 
 from __future__ import annotations
 

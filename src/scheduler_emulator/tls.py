@@ -1,13 +1,13 @@
 """HTTPS material: the operator's certificate, or a self-signed one generated on first start and kept.
 
-**Decision**: the generated certificate is a *leaf* that clients trust directly (SPEC §11), not a CA: basic
-constraints ``CA:FALSE``, key usage without certificate signing, extended key usage server authentication
-only. Users are told to trust it, so it must vouch for this server and nothing else: a CA, if its key
-leaked, could sign a certificate for any site, and every client that trusted it would accept it. A leaf
-cannot sign (clients refuse a chain through a certificate that is not a CA), so a leaked key can at most
-impersonate the names this server already answers to. Python's ssl (requests, azure-core; also 3.13's
-strict verification, which wants the key identifiers), Node's ``NODE_EXTRA_CA_CERTS`` and curl accept such
-a self-signed leaf as a trust anchor (tests/test_tls.py)."""
+**Decision**: the generated certificate is a *leaf* that clients trust directly
+(docs/reference/security.md#the-generated-certificate), not a CA: basic constraints ``CA:FALSE``, key usage without
+certificate signing, extended key usage server authentication only. Users are told to trust it, so it must vouch for
+this server and nothing else: a CA, if its key leaked, could sign a certificate for any site, and every client that
+trusted it would accept it. A leaf cannot sign (clients refuse a chain through a certificate that is not a CA), so a
+leaked key can at most impersonate the names this server already answers to. Python's ssl (requests, azure-core; also
+3.13's strict verification, which wants the key identifiers), Node's ``NODE_EXTRA_CA_CERTS`` and curl accept such a
+self-signed leaf as a trust anchor (tests/test_tls.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The virtual clock (``--clock virtual``, SPEC §10): scheduling time that moves only when told.
+"""The virtual clock (``--clock virtual``, docs/reference/test-support.md#virtual-clock): scheduling time that moves
+only when told.
 
 Its value lives in the database (``emulator_settings``), so every process sharing the store agrees and a
 restart keeps it. Each process holds a copy, refreshed by ``refresh`` (the API does so as a request

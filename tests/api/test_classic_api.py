@@ -1,7 +1,6 @@
-"""The classic (2014) surface on the wire (CLASSIC.md), driven over plain HTTP(S) against the session
-server on both stores: cloud services, job collections (XML), jobs (flat JSON), history, operations,
-errors, and one store shared with ARM. The official clients drive the same server in
-tests/e2e/test_classic_clients.py."""
+"""The classic (2014) surface on the wire (docs/reference/classic-api.md), driven over plain HTTP(S) against the session
+server on both stores: cloud services, job collections (XML), jobs (flat JSON), history, operations, errors, and one
+store shared with ARM. The official clients drive the same server in tests/e2e/test_classic_clients.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""The dashboard's read-only JSON (SPEC §10): overview, search across collections and history export, on
-each store (their SQL differs: JSON paths, the bucketing CASE, the correlated newest-try lookup). The
-session server is shared with other tests, so the overview is checked for this test's job and for its own
-consistency, not for global totals (tests/e2e/test_dashboard_overview.py checks those on a server of its own)."""
+"""The dashboard's read-only JSON (docs/reference/test-support.md#the-dashboard-and-its-api): overview, search across
+collections and history export, on each store (their SQL differs: JSON paths, the bucketing CASE, the correlated
+newest-try lookup). The session server is shared with other tests, so the overview is checked for this test's job and
+for its own consistency, not for global totals (tests/e2e/test_dashboard_overview.py checks those on a server of its
+own)."""
 
 from __future__ import annotations
 

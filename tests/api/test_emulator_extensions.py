@@ -1,4 +1,4 @@
-"""Emulator extensions (SPEC §10): recurrence preview and health."""
+"""Emulator extensions (docs/reference/test-support.md): recurrence preview and health."""
 
 from __future__ import annotations
 

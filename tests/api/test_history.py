@@ -1,5 +1,5 @@
-"""Job history on the wire (SPEC §7): entries written through the project's own store (jobs do not fire
-during these tests), then listed: newest first, paging with absolute nextLinks, status filter, shape."""
+"""Job history on the wire (docs/reference/arm-api.md#history): entries written through the project's own store (jobs do
+not fire during these tests), then listed: newest first, paging with absolute nextLinks, status filter, shape."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Job collections on the wire (SPEC §3): create/replace/patch/delete, location normalisation, plans and
-quotas, enable/disable, listing with paging."""
+"""Job collections on the wire (docs/reference/arm-api.md#job-collections): create/replace/patch/delete, location
+normalisation, plans and quotas, enable/disable, listing with paging."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Jobs on the wire (SPEC §4, §5, §8): the shape, every validation rule with its field path, quotas,
+"""Jobs on the wire (docs/reference/arm-api.md#jobs): the shape, every validation rule with its field path, quotas,
 final states, PATCH as JSON merge, write-only secrets, echoing the client's values, lists."""
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def test_replace_answers_200(http, collection):
     properties = job_properties(action=STORAGE_QUEUE, recurrence=None)
     body = expect_ok(put(http, collection.job_path("job"), {"properties": properties}), 200)
     sent = {**STORAGE_QUEUE, "queueMessage": dict(STORAGE_QUEUE["queueMessage"])}
-    del sent["queueMessage"]["sasToken"]  # write-only (SPEC §4)
+    del sent["queueMessage"]["sasToken"]  # write-only (docs/reference/arm-api.md#write-only-secrets)
     assert body["properties"]["action"] == sent
     assert "recurrence" not in body["properties"]
     assert expect_ok(get(http, collection.job_path("job"))) == body

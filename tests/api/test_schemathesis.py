@@ -30,8 +30,9 @@ EXAMPLES = int(os.environ.get("SCHEDULER_TEST_SCHEMATHESIS_EXAMPLES", "150"))
 # Only response bodies are checked against schemas: the spec documents no error responses (every 4xx
 # would be "undocumented"), and body-less 200s rightly carry no Content-Type.
 ALLOWED_VIOLATIONS: dict[str, str] = {
-    # SPEC §2: enumerations are answered in the service's spelling ("enabled", "week", "fixed": recorded), the
-    # action type as the client sent it ("http"), as the real service did; the SDK enums are PascalCase.
+    # docs/reference/arm-api.md#enumerations: enumerations are answered in the service's spelling ("enabled", "week",
+    # "fixed": recorded), the action type as the client sent it ("http"), as the real service did; the SDK enums are
+    # PascalCase.
     "is not one of": "enumerations are answered as Azure wrote them (recorded), not as the SDK spells them",
 }
 

@@ -1,6 +1,7 @@
-"""Security rules on the API (SPEC §11): the Service Bus namespace, SAS key name and storage account rules;
-a stored secret that follows its target (kept on PUT/PATCH only while the authentication type and the
-target stay the same); booleans refused in integer fields and ASCII digits only in durations and dates."""
+"""Security rules on the API (docs/reference/security.md#job-values-that-name-endpoints): the Service Bus namespace, SAS
+key name and storage account rules; a stored secret that follows its target (kept on PUT/PATCH only while the
+authentication type and the target stay the same); booleans refused in integer fields and ASCII digits only in durations
+and dates."""
 
 from __future__ import annotations
 

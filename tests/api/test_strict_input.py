@@ -1,5 +1,6 @@
 """The poisoning cases of issue 13, one by one: each was stored (or answered 500) and broke later reads;
-now each is refused with a 400/404/415 naming what is wrong, and reads keep working (SPEC §2)."""
+now each is refused with a 400/404/415 naming what is wrong, and reads keep working
+(docs/reference/arm-api.md#request-bodies)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""SPEC §2 and §8 on the wire: api-version, request-id headers, the ARM error shape on every kind of
-failure, case-insensitive paths and names, and the URL length limit."""
+"""The wire conventions and limits (docs/reference/arm-api.md#wire-conventions, docs/reference/arm-api.md#limits) on
+the wire: api-version, request-id headers, the ARM error shape on every kind of failure, case-insensitive paths and
+names, and the URL length limit."""
 
 from __future__ import annotations
 

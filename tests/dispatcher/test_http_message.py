@@ -1,6 +1,7 @@
-"""An HTTP attempt's history message in the service's words (SPEC §7), as the recorded service wrote it
-(azure-sdk-for-net, Scenario_JobHistoryList, 2016): ``Http Action - Response from host 'www.bing.com': 'OK'
-Response Headers: Vary: Accept-Encoding\\r\\n...Set-Cookie: a, b\\r\\n...Date: ...\\r\\n Body: <!DOCTYPE ...``."""
+"""An HTTP attempt's history message in the service's words (docs/reference/actions.md#history-messages), as the
+recorded service wrote it (azure-sdk-for-net, Scenario_JobHistoryList, 2016): ``Http Action - Response from host
+'www.bing.com': 'OK' Response Headers: Vary: Accept-Encoding\\r\\n...Set-Cookie: a, b\\r\\n...Date: ...\\r\\n Body:
+<!DOCTYPE ...``."""
 
 from __future__ import annotations
 

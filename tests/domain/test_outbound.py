@@ -1,4 +1,4 @@
-"""The outbound target policy as a pure decision (SPEC §11)."""
+"""The outbound target policy as a pure decision (docs/reference/security.md#outbound-policy)."""
 
 from __future__ import annotations
 

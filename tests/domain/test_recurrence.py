@@ -1,4 +1,4 @@
-"""Occurrences of a job's recurrence (SPEC §5), checked three ways.
+"""Occurrences of a job's recurrence (docs/reference/recurrence-and-retries.md#recurrence), checked three ways.
 
 1. Every row of the schedule table in Microsoft's ``scheduler-advanced-complexity.md`` and its
    past-start-time example, as named tests with the occurrences written out by hand.

@@ -202,9 +202,9 @@ def to_wire(value: Any, fmt: int, occurrence_key: str = "Occurrence", key: str =
     return value
 
 
-# The service answered enumerations in its own spelling (SPEC §2, recorded). The msrest generations (2.0.0,
-# 1.1.x) deserialise each into its Enum member case-insensitively and so report the member's value, as the
-# spec writes it; 7.0.0 (plain str), the JS SDK (ms-rest keeps an Enum's text) and raw HTTP report the text.
+# The service answered enumerations in its own spelling (docs/reference/arm-api.md#enumerations, recorded). The msrest
+# generations (2.0.0, 1.1.x) deserialise each into its Enum member case-insensitively and so report the member's value,
+# as the spec writes it; 7.0.0 (plain str), the JS SDK (ms-rest keeps an Enum's text) and raw HTTP report the text.
 READS_THE_TEXT = ("7.0.0", JS, RAW)
 SERVICE_SPELLING = {
     **{v: v.lower() for v in ("Enabled", "Disabled", "Fixed", "None", "Month", "Monday", "Wednesday", "Friday")},

@@ -1,6 +1,7 @@
-"""Template deployments at resource-group scope (SPEC §12), driven with azure-mgmt-resource 24.0.0 against a
-started server on each store (``--arm-foreign-resources inert``, the web app of the quickstart mapped to a local
-target with ``--arm-site-host``), read back through azure-mgmt-scheduler; jobs fire at the local target."""
+"""Template deployments at resource-group scope (docs/reference/front-door.md#deployments), driven with
+azure-mgmt-resource 24.0.0 against a started server on each store (``--arm-foreign-resources inert``, the web app of the
+quickstart mapped to a local target with ``--arm-site-host``), read back through azure-mgmt-scheduler; jobs fire at the
+local target."""
 
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ def test_the_public_quickstart_deploys_unchanged_and_its_job_fires(
     assert result.properties.provisioning_state == "Succeeded"
     job = scheduler.jobs.get(names.resource_group, "jc1", "ping")
     assert job.properties.action.request.uri == f"{target.base_url}"  # reference(site).hostNames[0]
-    # enumerations answered as the service wrote them (SPEC §2)
+    # enumerations answered as the service wrote them (docs/reference/arm-api.md#enumerations)
     assert job.properties.recurrence.schedule.week_days == ["monday", "tuesday", "wednesday", "thursday", "friday"]
     resources = list(arm.resources.list_by_resource_group(names.resource_group))
     listed = {(r.type, r.name) for r in resources}

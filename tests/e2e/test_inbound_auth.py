@@ -1,4 +1,5 @@
-"""Inbound authentication and the Host guard (SPEC §11), against a started server.
+"""Inbound authentication and the Host guard (docs/reference/security.md#inbound-authentication), against a started
+server.
 
 Tokens are signed by keys each test run generates; the JWKS is served by a local HTTP server and also read
 from a file. Only a good token passes; ``alg: none`` and an HS256 token whose HMAC secret is the public key

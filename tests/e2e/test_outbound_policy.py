@@ -1,6 +1,6 @@
-"""The outbound target policy end to end (SPEC §11): the emulator fires jobs at targets on loopback
-addresses, some of them denied with ``--outbound-deny``; redirects are checked hop by hop and a hop to
-another origin carries none of the job's headers or credentials.
+"""The outbound target policy end to end (docs/reference/security.md#outbound-policy): the emulator fires jobs at
+targets on loopback addresses, some of them denied with ``--outbound-deny``; redirects are checked hop by hop and a hop
+to another origin carries none of the job's headers or credentials.
 
 Loopback only: 127.0.0.1 and ::1 (so ``localhost``) and 127.0.0.2 are denied, the allowed targets listen
 on 127.0.0.3. The one test that names a non-loopback destination (the cloud metadata address) runs its

@@ -1,5 +1,5 @@
-"""Protecting the process (SPEC §8): slow request heads and bodies are cut off, idle keep-alive
-connections close, a connection flood beyond the cap is refused at once, oversize heads get 431,
+"""Protecting the process (docs/reference/security.md#protecting-the-process): slow request heads and bodies are cut
+off, idle keep-alive connections close, a connection flood beyond the cap is refused at once, oversize heads get 431,
 heavy previews leave health and the dispatcher responsive, and text logs cannot be forged."""
 
 from __future__ import annotations

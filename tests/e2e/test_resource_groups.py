@@ -1,5 +1,6 @@
-"""The Microsoft.Resources front door's resource groups, resource lists and providers (SPEC §12), driven with
-azure-mgmt-resource 24.0.0 against a started server on each store, read back through azure-mgmt-scheduler."""
+"""The Microsoft.Resources front door's resource groups, resource lists and providers
+(docs/reference/front-door.md#resource-groups), driven with azure-mgmt-resource 24.0.0 against a started server on each
+store, read back through azure-mgmt-scheduler."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def test_implicit_group_appears_and_delete_removes_everything(
         {"type": "Http", "request": {"uri": "http://127.0.0.1:9/x", "method": "GET"}},
         startTime=(datetime.now(UTC) + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
-    # the group exists implicitly (SPEC §2), located where its first collection is
+    # the group exists implicitly (docs/reference/arm-api.md#paths-and-names), located where its first collection is
     group = arm.resource_groups.get(rg)
     assert (group.name, group.location) == (rg, "westus")
     assert rg in [g.name for g in arm.resource_groups.list()]

@@ -128,8 +128,9 @@ def put_job(client: SchedulerManagementClient, names: Names, name: str, job: Job
     return client.jobs.create_or_update(names.resource_group, names.collection, name, job, cls=with_status)
 
 
-# How the service wrote each enumeration in its answers, whatever the client sent (SPEC §2, recorded); the
-# SDK keeps the string it read. HTTP authentication types and action types are answered as sent.
+# How the service wrote each enumeration in its answers, whatever the client sent
+# (docs/reference/arm-api.md#enumerations, recorded); the SDK keeps the string it read. HTTP authentication types and
+# action types are answered as sent.
 SERVICE_SPELLING = {
     **{v: v.lower() for v in ("Enabled", "Disabled", "Completed", "Faulted", "Fixed", "None")},
     **{v: v.lower() for v in ("Minute", "Hour", "Day", "Week", "Month")},
@@ -661,7 +662,7 @@ def test_storage_queue_action_with_service_bus_queue_error_action_round_trips(
     got = assert_round_trip(client, names, "queue", job)
 
     queue = got.properties.action.queue_message
-    assert queue.sas_token is None  # write-only (SPEC §4)
+    assert queue.sas_token is None  # write-only (docs/reference/arm-api.md#write-only-secrets)
     assert queue.message == "<b>hello</b> & bye"
     assert got.properties.action.retry_policy.retry_interval == timedelta(hours=1)
     assert got.properties.action.retry_policy.retry_count == 0

@@ -174,7 +174,8 @@ def test_the_cases_cover_every_declared_slot_kind_and_place() -> None:
     assert {c.slot.kind for c in every} == set(SecretKind)
     assert {c.place for c in every} == set(ACTION_PLACES)
     assert {c.action_type for c in every} == {t for p in PAYLOADS for t in p.action_types}
-    # SPEC §4's write-only secrets are all declared (the declaration may hold more, never fewer).
+    # The write-only secrets of docs/reference/arm-api.md#write-only-secrets are all declared (the declaration may hold
+    # more, never fewer).
     spec = {
         ("request", "authentication", "password"),
         ("request", "authentication", "pfx"),

@@ -1,6 +1,6 @@
-"""Secrets at rest (SPEC §11): every kind of secret a job holds is stored encrypted, never appears in a file
-under the data directory, in the log or in a response; the data directory is private; a database written by
-an earlier version is encrypted once at start; processes sharing PostgreSQL share the key; a wrong key stops
+"""Secrets at rest (docs/reference/security.md#secrets-at-rest): every kind of secret a job holds is stored encrypted,
+never appears in a file under the data directory, in the log or in a response; the data directory is private; a database
+written by an earlier version is encrypted once at start; processes sharing PostgreSQL share the key; a wrong key stops
 start-up."""
 
 from __future__ import annotations
@@ -169,7 +169,8 @@ def test_no_secret_in_files_logs_or_responses(emulators: EmulatorPool, tmp_path:
                 assert response.status_code == 200, response.text
                 assert_absent(secret, f"GET {response.url.path}", response.content)
             storage = client.get(names.job_path("storage"), params=PARAMS).json()
-            assert "sasToken" not in storage["properties"]["action"]["queueMessage"]  # write-only (SPEC §4)
+            # write-only (docs/reference/arm-api.md#write-only-secrets)
+            assert "sasToken" not in storage["properties"]["action"]["queueMessage"]
     finally:
         process.stop()
     assert_absent(secret, "the log", process.log.encode())

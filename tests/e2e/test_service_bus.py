@@ -408,7 +408,8 @@ def test_endpoint_mapping_forms() -> None:
     assert resolve_endpoint("Prod-1", endpoints) == Endpoint(
         "Prod-1.servicebus.windows.net", "sb://Prod-1.servicebus.windows.net", emulator=False
     )
-    # An unmapped name is spliced into a host name only when it is a valid namespace name (SPEC §11).
+    # An unmapped name is spliced into a host name only when it is a valid namespace name
+    # (docs/reference/security.md#job-values-that-name-endpoints).
     with pytest.raises(ValueError, match="not a valid Service Bus namespace name"):
         resolve_endpoint("evil.example:1;UseDevelopmentEmulator=true;X=", endpoints)
     assert resolve_endpoint("LOCAL", endpoints) == Endpoint("127.0.0.1:5673", "sb://127.0.0.1:5673", emulator=True)
@@ -423,7 +424,8 @@ def test_endpoint_mapping_forms() -> None:
     assert resolve_endpoint("sb", endpoints).endpoint == "sb://x.example"
     with pytest.raises(ValueError, match="not amqp://, amqps:// or sb://"):
         resolve_endpoint("http", endpoints)
-    # The SDK is given the endpoint and a credential object, never a connection string (SPEC §11).
+    # The SDK is given the endpoint and a credential object, never a connection string
+    # (docs/reference/security.md#job-values-that-name-endpoints).
     credential = AzureNamedKeyCredential(KEY_NAME, KEY)
     assert resolve_endpoint("local", endpoints).client(credential).fully_qualified_namespace == "127.0.0.1:5673"
     assert resolve_endpoint("tls", endpoints).client(credential).fully_qualified_namespace == (

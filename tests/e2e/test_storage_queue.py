@@ -379,9 +379,9 @@ def test_no_sas_signature_reaches_the_log(emulator: Emulator) -> None:
 
 
 def test_an_operator_mapped_endpoint_is_not_checked_by_the_outbound_policy(azurite: Azurite, tmp_path: Path) -> None:
-    """SPEC §11: endpoints the operator maps are the operator's choice. Here Azurite is mapped by the name
-    ``localhost`` while every loopback address is denied to jobs: the message still lands, and an HTTP job
-    aimed at the same name is blocked by the policy."""
+    """docs/reference/security.md#outbound-policy: endpoints the operator maps are the operator's choice. Here Azurite
+    is mapped by the name ``localhost`` while every loopback address is denied to jobs: the message still lands, and an
+    HTTP job aimed at the same name is blocked by the policy."""
     mapped = azurite.endpoint.replace("127.0.0.1", "localhost")
     emulator = EmulatorApi(
         tmp_path,

@@ -1,6 +1,6 @@
-"""The local token service and ``--auth issued`` (SPEC §13), against started servers, with azure-identity's
-own credentials (ClientSecretCredential, CertificateCredential) driving azure-mgmt-scheduler, and raw HTTP for
-what those clients never send (wrong secrets, other grants, crafted tokens).
+"""The local token service and ``--auth issued`` (docs/reference/token-service.md), against started servers, with
+azure-identity's own credentials (ClientSecretCredential, CertificateCredential) driving azure-mgmt-scheduler, and raw
+HTTP for what those clients never send (wrong secrets, other grants, crafted tokens).
 
 Two servers share a module: ``issued`` (``--auth issued``, principals from the environment and a file) and
 ``open`` (no auth, the same principals, and ``issued``'s signing key through ``--token-signing-key-file``)."""

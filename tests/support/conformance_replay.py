@@ -138,7 +138,8 @@ SKIP_RULES: list[tuple[str, str, Callable[[Exchange], bool]]] = [
     (
         "not-scheduler",
         "Resource-group PUTs (Microsoft.Resources) that the ARM tests made before their Scheduler calls are "
-        "not Scheduler traffic; subscriptions and resource groups exist implicitly here (SPEC §2).",
+        "not Scheduler traffic; subscriptions and resource groups exist implicitly here "
+        "(docs/reference/arm-api.md#paths-and-names).",
         _skip_not_scheduler,
     ),
 ]
@@ -332,13 +333,15 @@ DIFFERENCE_RULES: list[Rule] = [
     Rule(
         name="no-null-next-link",
         reason='The service wrote "nextLink": null on a list\'s last page; the emulator leaves the member out '
-        "(SPEC §2: absent on the last page, no null noise), which every client reads the same way.",
+        "(docs/reference/arm-api.md#lists-and-paging: absent on the last page, no null noise), which every client "
+        "reads the same way.",
         transform=_null_next_link,
     ),
     Rule(
         name="completes-at-once",
-        reason="Classic writes finish before the emulator answers them (CLASSIC.md §0.5): a poll the service "
-        "answered InProgress is answered Succeeded, as the service's next poll was.",
+        reason="Classic writes finish before the emulator answers them "
+        "(docs/reference/classic-api.md#asynchronous-operations): a poll the service answered InProgress is "
+        "answered Succeeded, as the service's next poll was.",
         transform=_completed_at_once,
     ),
     Rule(
@@ -351,8 +354,8 @@ DIFFERENCE_RULES: list[Rule] = [
         name="times-as-instants",
         reason="The service rewrote the times it echoed in its own form (UTC with 'Z', .NET's 100 ns ticks, "
         "rounded: '...16.9049999999999999Z' came back '...16.905Z', '2015-07-01T00:00:32.104381' came back with "
-        "a 'Z'); the emulator echoes startTime and endTime as sent (SPEC §2) and keeps microseconds: times are "
-        "compared as instants, to the millisecond.",
+        "a 'Z'); the emulator echoes startTime and endTime as sent (docs/reference/arm-api.md#times-and-durations) "
+        "and keeps microseconds: times are compared as instants, to the millisecond.",
         transform=_as_instants,
     ),
     Rule(
@@ -372,14 +375,14 @@ DIFFERENCE_RULES: list[Rule] = [
     Rule(
         name="classic-client-extras",
         reason="Elements the emulator adds for the classic clients that read them where this recording's "
-        "service left them out (CLASSIC.md §2.3, §3.3): a job collection's Label, top-level Plan and "
-        "ResourceProviderNamespace (npm), a cloud service's GeoLocation (npm's get).",
+        "service left them out (docs/reference/classic-api.md#job-collections): a job collection's Label, "
+        "top-level Plan and ResourceProviderNamespace (npm), a cloud service's GeoLocation (npm's get).",
         transform=_classic_extras,
     ),
     Rule(
         name="status-of-unrun-job",
         reason="The service left 'status' out of a disabled job that had never run (2016 and 2017 recordings); "
-        "the emulator always answers it (SPEC §4), here with its zero counters and no times.",
+        "the emulator always answers it (docs/reference/arm-api.md#jobs), here with its zero counters and no times.",
         transform=_status_of_unrun_job,
     ),
 ]

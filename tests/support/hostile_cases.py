@@ -184,7 +184,7 @@ INTEGERS = {
     "arabic-indic-text": "\u0663",
 }
 # A Service Bus SAS key name goes into the token the SDK signs; these would add connection-string settings
-# or are not names at all (SPEC §11).
+# or are not names at all (docs/reference/security.md#job-values-that-name-endpoints).
 SAS_KEY_NAMES = {
     "semicolon-endpoint": "a;Endpoint=sb://127.0.0.1:1/;UseDevelopmentEmulator=true",
     "equals": "name=value",

@@ -1,7 +1,7 @@
-"""The virtual clock and the test kit (SPEC §10 "Test support"), used as a user would: only through
-``scheduler_emulator.testing`` (Emulator, HttpTarget, the pytest plugin's fixtures) and the emulator's API.
-The same scenarios run against one emulator on SQLite and against two processes sharing PostgreSQL, where
-time is advanced on one and the other must not fire anything twice."""
+"""The virtual clock and the test kit (docs/reference/test-support.md#the-test-kit), used as a user would: only through
+``scheduler_emulator.testing`` (Emulator, HttpTarget, the pytest plugin's fixtures) and the emulator's API. The same
+scenarios run against one emulator on SQLite and against two processes sharing PostgreSQL, where time is advanced on one
+and the other must not fire anything twice."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Who may use the API (SPEC §11): the Host guard against DNS rebinding and inbound authentication
-(none, a shared bearer token, JWTs signed by a key of a JWKS, or tokens issued by the local token service,
-SPEC §13)."""
+"""Who may use the API (docs/reference/security.md#inbound-authentication): the Host guard against DNS rebinding and
+inbound authentication (none, a shared bearer token, JWTs signed by a key of a JWKS, or tokens issued by the local token
+service, docs/reference/token-service.md#accepting-issued-tokens)."""
 
 from __future__ import annotations
 

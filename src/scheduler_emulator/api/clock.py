@@ -1,5 +1,5 @@
-"""Test support (SPEC §10): the virtual clock (``GET``/``POST /_emulator/clock``) and ``POST
-/_emulator/reset``. Same auth as the rest of the API (the pipeline's)."""
+"""Test support (docs/reference/test-support.md#virtual-clock): the virtual clock (``GET``/``POST /_emulator/clock``)
+and ``POST /_emulator/reset``. Same auth as the rest of the API (the pipeline's)."""
 
 from __future__ import annotations
 

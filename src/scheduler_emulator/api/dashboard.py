@@ -1,7 +1,8 @@
-"""The dashboard (SPEC §10): its page and assets under ``/_emulator/ui/`` (no data in them, so they are
-served without the API token: the page asks for it and sends it as a bearer header), and the read-only
-JSON it needs beyond the ARM API under ``/_emulator/dashboard/`` (same auth as the API). Every change the
-page makes is an ARM API call, through the same service code, validation and errors as any client."""
+"""The dashboard (docs/reference/test-support.md#the-dashboard-and-its-api): its page and assets under
+``/_emulator/ui/`` (no data in them, so they are served without the API token: the page asks for it and sends it as a
+bearer header), and the read-only JSON it needs beyond the ARM API under ``/_emulator/dashboard/`` (same auth as the
+API). Every change the page makes is an ARM API call, through the same service code, validation and errors as any
+client."""
 
 from __future__ import annotations
 

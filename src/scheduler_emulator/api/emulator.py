@@ -1,4 +1,4 @@
-"""Emulator extensions under ``/_emulator/`` (SPEC §10): health and recurrence preview."""
+"""Emulator extensions under ``/_emulator/`` (docs/reference/test-support.md): health and recurrence preview."""
 
 from __future__ import annotations
 

@@ -31,7 +31,8 @@ RESOURCE_GROUP_LIST = (
 async def create_or_replace_collection(
     request: Request, subscription_id: str, resource_group: str, collection_name: str
 ) -> Response:
-    body = canonical_names(await json_object(request), JobCollectionIn)  # member names in any case (SPEC §2)
+    # member names in any case (docs/reference/arm-api.md#request-bodies)
+    body = canonical_names(await json_object(request), JobCollectionIn)
     moment, floor = now(request), retry_floor(request)
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
@@ -39,11 +40,12 @@ async def create_or_replace_collection(
 
     def work(session: Session) -> dict[str, Any]:
         if strict and not resource_groups.exists(session, subscription_id, resource_group):
-            raise errors.resource_group_not_found(resource_group)  # SPEC §12: --strict-resource-groups
+            raise errors.resource_group_not_found(resource_group)  # docs/reference/front-door.md#resource-groups
         collection, _ = collections.put(session, ref, body, moment=moment, floor=floor)
         return collection_to_wire(collection)
 
-    # 201 on create and on replace alike, as the service answered both (recorded; SPEC §3).
+    # 201 on create and on replace alike, as the service answered both (recorded;
+    # docs/reference/arm-api.md#job-collections).
     return JSONResponse(await in_session(request, work, wake=True), status_code=201)
 
 

@@ -47,7 +47,8 @@ def collection_ref(subscription_id: str, resource_group: str, collection_name: s
 async def create_or_replace_job(
     request: Request, subscription_id: str, resource_group: str, collection_name: str, job_name: str
 ) -> Response:
-    body = canonical_names(await json_object(request), JobDefinitionIn)  # member names in any case (SPEC §2)
+    # member names in any case (docs/reference/arm-api.md#request-bodies)
+    body = canonical_names(await json_object(request), JobDefinitionIn)
     raw = body.get("properties")
     if not isinstance(raw, dict):
         raise errors.invalid_field("properties", "is required and must be a JSON object")
@@ -77,7 +78,8 @@ async def create_or_replace_job(
 async def patch_job(
     request: Request, subscription_id: str, resource_group: str, collection_name: str, job_name: str
 ) -> Response:
-    body = canonical_names(await json_object(request), JobDefinitionIn)  # member names in any case (SPEC §2)
+    # member names in any case (docs/reference/arm-api.md#request-bodies)
+    body = canonical_names(await json_object(request), JobDefinitionIn)
     patch = body.get("properties", {})
     if patch is not None and not isinstance(patch, dict):
         raise errors.invalid_field("properties", "must be a JSON object")

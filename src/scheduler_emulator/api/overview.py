@@ -1,6 +1,6 @@
-"""The dashboard's overview, search and history export (SPEC §10): read-only JSON under
-``/_emulator/dashboard/``, same auth as the API. Every figure is computed in the database over all collections
-with a fixed number of statements (store.overview), whatever the number of jobs."""
+"""The dashboard's overview, search and history export (docs/reference/test-support.md#the-dashboard-and-its-api):
+read-only JSON under ``/_emulator/dashboard/``, same auth as the API. Every figure is computed in the database over all
+collections with a fixed number of statements (store.overview), whatever the number of jobs."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ from scheduler_emulator.api import errors
 MAX_TOP = 100
 _INTEGER = re.compile(r"^\s*[+-]?[0-9]{1,20}\s*$")
 MAX_SKIP = 2**31 - 1  # beyond any store's row count; bigger values overflow SQL OFFSET
-# Quoted or bare: the .NET SDK sent "state eq Disabled" and the service answered it (recorded; SPEC §1).
+# Quoted or bare: the .NET SDK sent "state eq Disabled" and the service answered it (recorded;
+# docs/reference/arm-api.md#lists-and-paging).
 _FILTER = re.compile(r"^\s*(?P<field>\w+)\s+eq\s+(?:'(?P<quoted>[^']*)'|(?P<bare>[A-Za-z]+))\s*$", re.IGNORECASE)
 
 

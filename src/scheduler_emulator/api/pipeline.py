@@ -3,17 +3,20 @@
 1. request ids   — ``x-ms-request-id`` (new), ``x-ms-correlation-request-id`` (echoed or new) and
                    ``x-ms-client-request-id`` (echoed) on every response, errors included;
 2. host guard    — while listening on loopback, a ``Host`` other than a loopback name or one of
-                   ``--allowed-hosts`` → 400 (DNS rebinding; SPEC §11, ``api.access.HostGuard``);
+                   ``--allowed-hosts`` → 400 (DNS rebinding; docs/reference/security.md#host-guard,
+                   ``api.access.HostGuard``);
 3. authentication — with ``--auth-token`` or ``--auth-jwks``, every request but ``GET /_emulator/health``
-                   needs a valid bearer token → else 401 (SPEC §11, ``api.access.Authenticator``);
-4. URL length    — at most 2048 characters (SPEC §8);
+                   needs a valid bearer token → else 401 (docs/reference/security.md#inbound-authentication,
+                   ``api.access.Authenticator``);
+4. URL length    — at most 2048 characters (docs/reference/arm-api.md#limits);
 5. path casing   — literal ARM segments (``resourcegroups``, ``JOBCOLLECTIONS``…) are matched
                    case-insensitively by rewriting them to their canonical spelling before routing;
 6. api-version   — required and checked on every ARM path: the Scheduler's three on its paths, any
-                   date-shaped one on the Microsoft.Resources front door's (SPEC §12);
+                   date-shaped one on the Microsoft.Resources front door's
+                   (docs/reference/front-door.md#api-version-and-paths);
 7. names         — subscription, resource group, collection and job segments follow the name rules
-                   (SPEC §2): 400 ``InvalidResourceName`` on a PUT (it would create them), else 404, so
-                   ``.``, ``..``, NUL, newline, ``?``, ``#``, backslash never reach a resource;
+                   (docs/reference/arm-api.md#paths-and-names): 400 ``InvalidResourceName`` on a PUT (it would create
+                   them), else 404, so ``.``, ``..``, NUL, newline, ``?``, ``#``, backslash never reach a resource;
 8. Content-Type  — a PUT/PATCH/POST carrying a Content-Type other than JSON is refused with 415 on ARM and
                    ``/_emulator/`` paths (a cross-site form POST cannot act); routes listed in
                    ``ANY_CONTENT_TYPE`` (e.g. classic routes) opt out; body-less requests may omit it;
@@ -57,8 +60,8 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 _SCOPE_NAME = re.compile(r"^[A-Za-z0-9_(][A-Za-z0-9_.()-]{0,99}$")
 
 # Position → accepted canonical spellings, for each shape of ARM path (keyed by segment 2). The Scheduler's
-# paths and the Microsoft.Resources front door's (SPEC §12) share the shapes: a segment is rewritten only
-# when it matches one of its position's spellings.
+# paths and the Microsoft.Resources front door's (docs/reference/front-door.md) share the shapes: a segment is rewritten
+# only when it matches one of its position's spellings.
 _SUBSCRIPTION_SCOPE: dict[int, tuple[str, ...]] = {
     0: ("subscriptions",),
     2: ("providers",),
@@ -75,7 +78,7 @@ _RESOURCE_GROUP_SCOPE: dict[int, tuple[str, ...]] = {
     10: ("run", "history"),
 }
 _OTHER_SUBSCRIPTION_SCOPE: dict[int, tuple[str, ...]] = {0: ("subscriptions",), 2: ("resources", "operationresults")}
-# api-version on the front door's paths: any date-shaped value (SPEC §12).
+# api-version on the front door's paths: any date-shaped value (docs/reference/front-door.md#api-version-and-paths).
 _DATED_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}(-(preview|beta|alpha|privatepreview))?$", re.IGNORECASE)
 
 
@@ -111,7 +114,7 @@ def is_scheduler_path(segments: list[str]) -> bool:
 
 def valid_name(name: str) -> bool:
     """A job collection or job name: 1–100 letters, digits, ``-``, ``_``, ``.``; starts with a letter or
-    digit, does not end with ``.`` (SPEC §2)."""
+    digit, does not end with ``.`` (docs/reference/arm-api.md#paths-and-names)."""
     return bool(_NAME.match(name)) and not name.endswith(".")
 
 

@@ -1,4 +1,4 @@
-"""The recurrence preview's work, run in a worker process (SPEC §8, §10).
+"""The recurrence preview's work, run in a worker process (docs/reference/test-support.md#recurrence-preview).
 
 A preview is pure CPU: reading a body of up to 64 KiB, validating a schedule of thousands of entries and
 walking up to 1000 occurrences. In the server's process that work holds the GIL, so even on a worker

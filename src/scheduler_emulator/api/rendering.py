@@ -45,7 +45,8 @@ def collection_to_wire(collection: JobCollectionRow) -> dict[str, Any]:
     properties["state"] = _echo(properties.get("state"), collection.state)
     recurrence = (properties.get("quota") or {}).get("maxRecurrence")
     if isinstance(recurrence, dict) and isinstance(recurrence.get("frequency"), str):
-        recurrence["frequency"] = recurrence["frequency"].lower()  # as the service wrote it (SPEC §2)
+        # as the service wrote it (docs/reference/arm-api.md#enumerations)
+        recurrence["frequency"] = recurrence["frequency"].lower()
     if "sku" not in properties or not isinstance(properties["sku"], dict) or "name" not in properties["sku"]:
         properties["sku"] = {**(properties.get("sku") or {}), "name": collection.sku}
     body["properties"] = properties
@@ -54,7 +55,7 @@ def collection_to_wire(collection: JobCollectionRow) -> dict[str, Any]:
 
 def job_to_wire(collection: JobCollectionRow, job: JobRow, durations: Style = Style.ECHO) -> dict[str, Any]:
     """A job as ARM shows it, its durations written in ``durations`` (api.client_dialects), its enumerations
-    in the service's spelling (SPEC §2)."""
+    in the service's spelling (docs/reference/arm-api.md#enumerations)."""
     properties = strip_secrets(job.definition)
     render_durations(properties, durations)
     answer_both_occurrence_keys(properties)

@@ -1,5 +1,5 @@
 """Which occurrence to run when a job comes due, and what is skipped: the catch-up and no-overlap rules
-of SPEC §6, on top of the recurrence engine."""
+of docs/reference/recurrence-and-retries.md#overlap-and-downtime, on top of the recurrence engine."""
 
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ _ISO = re.compile(
     r"^P(?!$)(?:(?P<years>\d+(?:\.\d+)?)Y)?(?:(?P<months>\d+(?:\.\d+)?)M)?(?:(?P<weeks>\d+(?:\.\d+)?)W)?"
     r"(?:(?P<days>\d+(?:\.\d+)?)D)?(?:T(?=\d)(?:(?P<hours>\d+(?:\.\d+)?)H)?(?:(?P<minutes>\d+(?:\.\d+)?)M)?"
     r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$",
-    re.IGNORECASE | re.ASCII,  # ASCII digits only (SPEC §11): '\d' would take '٣٠' too, and float() reads it
+    # ASCII digits only (docs/reference/security.md#limits-on-input): '\d' would take '٣٠' too, and float() reads it
+    re.IGNORECASE | re.ASCII,
 )
 _TIMESPAN = re.compile(
     r"^(?:(?P<days>\d+)\.)?(?P<hours>\d{1,2}):(?P<minutes>\d{1,2})(?::(?P<seconds>\d{1,2}(?:\.\d{1,7})?))?$",

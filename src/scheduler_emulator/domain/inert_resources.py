@@ -1,7 +1,7 @@
-"""What an inert resource of another provider answers (``--arm-foreign-resources inert``, SPEC §12): its
-properties as the template sent them over a few values Azure computes for well-known types (a web app's host
-names, a storage account's endpoints…), so templates that read those with ``reference()`` deploy unchanged,
-and generated keys for ``listKeys()``."""
+"""What an inert resource of another provider answers (``--arm-foreign-resources inert``,
+docs/reference/front-door.md#other-providers-resources): its properties as the template sent them over a few values
+Azure computes for well-known types (a web app's host names, a storage account's endpoints…), so templates that read
+those with ``reference()`` deploy unchanged, and generated keys for ``listKeys()``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """What an occurrence's end does to its job's schedule and state: the pure part of finishing an occurrence
-(SPEC §5, §6), decided from the claim and the job as it is now, with no I/O."""
+(docs/reference/recurrence-and-retries.md#counters-and-state), decided from the claim and the job as it is now, with no
+I/O."""
 
 from __future__ import annotations
 

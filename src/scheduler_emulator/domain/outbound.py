@@ -1,4 +1,5 @@
-"""The outbound target policy (SPEC §11): which resolved addresses a job may make the service connect to.
+"""The outbound target policy (docs/reference/security.md#outbound-policy): which resolved addresses a job may make the
+service connect to.
 
 Pure: it judges IP addresses; resolving names and connecting to the judged address is the HTTP action's
 part (``dispatcher.actions.outbound``)."""

@@ -1,9 +1,10 @@
-"""When a job runs: the occurrences of its start time and recurrence (SPEC §5).
+"""When a job runs: the occurrences of its start time and recurrence
+(docs/reference/recurrence-and-retries.md#recurrence).
 
 Everything here is pure calendar arithmetic on the job's timing; the dispatcher, the quota check
 and the preview endpoint all read occurrences from this one module.
 
-How a series is read (SPEC §5, plus the choices the SPEC and Microsoft's
+How a series is read (docs/reference/recurrence-and-retries.md#recurrence, plus the choices that page and Microsoft's
 ``scheduler-advanced-complexity.md`` leave open, marked *Decision*):
 
 - Zone: schedule hours and minutes are read in the fixed UTC offset of ``start_time`` (of ``origin``
@@ -97,7 +98,8 @@ _MINUTES_PER_DAY = 1440
 _US_PER_MINUTE = 60_000_000
 _LAST_DAY = date.max.toordinal() - 1  # later local days may not survive the shift to UTC
 _GREGORIAN_CYCLE_MONTHS = 4800  # month lengths and weekdays repeat every 400 years
-_MAX_SUBDAY_INTERVAL = 1000  # SPEC's Minute/Hour maximum; bounds the period of their day pattern
+# the Minute/Hour interval maximum (schemas.job.MAX_INTERVAL); bounds the period of their day pattern
+_MAX_SUBDAY_INTERVAL = 1000
 
 
 def occurrences(timing: Timing, origin: datetime) -> Iterator[datetime]:

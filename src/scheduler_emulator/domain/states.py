@@ -7,7 +7,7 @@ from enum import StrEnum
 
 
 class JobState(StrEnum):
-    """A job's state (SPEC §5): only an Enabled job in an Enabled collection runs on schedule."""
+    """A job's state (docs/reference/arm-api.md#jobs): only an Enabled job in an Enabled collection runs on schedule."""
 
     Enabled = "Enabled"
     Disabled = "Disabled"

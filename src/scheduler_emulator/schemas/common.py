@@ -41,7 +41,8 @@ LenientList = Annotated[list[T], BeforeValidator(_as_list)]
 
 
 def _no_boolean(raw: object) -> object:
-    # JSON true/false is not a number (SPEC §11): pydantic's lax int would read it as 1/0.
+    # JSON true/false is not a number (docs/reference/security.md#limits-on-input): pydantic's lax int would read it as
+    # 1/0.
     if isinstance(raw, bool):
         raise ValueError(f"must be an integer, not {str(raw).lower()}")
     return raw
@@ -52,7 +53,7 @@ Integer = Annotated[int, BeforeValidator(_no_boolean)]
 
 
 def _aware(value: datetime) -> datetime:
-    # Times without an offset are UTC (SPEC §5).
+    # Times without an offset are UTC (docs/reference/recurrence-and-retries.md#time-zone).
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
 
 
@@ -62,7 +63,8 @@ def _parse_datetime(raw: object) -> datetime:
     if not isinstance(raw, str):
         raise ValueError("must be an ISO-8601 date and time string")
     text = raw.strip()
-    if not text.isascii():  # ASCII digits only (SPEC §11), whatever the parser underneath accepts
+    # ASCII digits only (docs/reference/security.md#limits-on-input), whatever the parser underneath accepts
+    if not text.isascii():
         raise ValueError(f"'{raw[:60]}' is not an ISO-8601 date and time (ASCII characters only)")
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"

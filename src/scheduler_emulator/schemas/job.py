@@ -148,7 +148,8 @@ class StorageQueueMessage(WireModel):
 
     @model_validator(mode="after")
     def _account_rule(self) -> StorageQueueMessage:
-        # Azure's rule; it also keeps anything but a host label out of the URL the name goes into (SPEC §11).
+        # Azure's rule; it also keeps anything but a host label out of the URL the name goes into
+        # (docs/reference/security.md#job-values-that-name-endpoints).
         if not is_storage_account(self.storage_account):
             raise FieldError(
                 "storageAccount",
@@ -404,9 +405,9 @@ def _monthly_occurrences(properties: dict[str, Any]) -> list[dict[str, Any]]:
     return [entry for entry in (entries if isinstance(entries, list) else [entries]) if isinstance(entry, dict)]
 
 
-# The spelling the service wrote each enumeration in its answers (SPEC §2, recorded: a PUT with "Enabled",
-# "Week", "Fixed" came back "enabled", "week", "fixed"); input is read in any case. Members not listed here
-# (action.type, HTTP authentication.type) are answered as the client sent them, as the service did.
+# The spelling the service wrote each enumeration in its answers (docs/reference/arm-api.md#enumerations, recorded: a
+# PUT with "Enabled", "Week", "Fixed" came back "enabled", "week", "fixed"); input is read in any case. Members not
+# listed here (action.type, HTTP authentication.type) are answered as the client sent them, as the service did.
 SERVICE_SPELLING = {
     value.lower(): value[0].lower() + value[1:]
     for value in (

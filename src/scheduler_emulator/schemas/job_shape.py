@@ -4,7 +4,8 @@ its own (STYLE, "Knowledge declared once"):
 
 - answers leave the secrets out (``strip_secrets``: ARM, classic) and the dashboard masks them (``masked``);
 - the store seals them at rest and opens them on read (``transform_secrets``, ``secret_values``);
-- an update that omits one keeps it only for the target it was given for (``keep_omitted_secrets``, SPEC §11);
+- an update that omits one keeps it only for the target it was given for (``keep_omitted_secrets``,
+docs/reference/security.md#secrets);
 - the dispatcher scrubs a job's secrets from history messages and log lines (``secrets_of_action``, ``scrub``);
 - the client dialects rewrite durations (``duration_fields``).
 
@@ -34,7 +35,7 @@ to_snake = cache(_to_snake)
 
 class SecretKind(StrEnum):
     """What a secret is. Every kind is write-only (never answered), sealed at rest, masked on the dashboard
-    and never logged (SPEC §4, §11)."""
+    and never logged (docs/reference/arm-api.md#write-only-secrets)."""
 
     PASSWORD = "password"
     PFX = "pfx"
@@ -77,7 +78,8 @@ def _service_bus_target(payload: Mapping[str, Any]) -> Hashable:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Payload:
-    """The payload of some action types, and what a secret stored in it is bound to (SPEC §11)."""
+    """The payload of some action types, and what a secret stored in it is bound to
+    (docs/reference/security.md#secrets)."""
 
     key: str  # its member in the action
     action_types: tuple[str, ...]
@@ -240,7 +242,7 @@ def duration_fields(properties: Any) -> Iterator[tuple[dict[str, Any], str]]:
                 yield holder, keys[-1]
 
 
-# --- secrets that follow their target (SPEC §11) -----------------------------------------------------------
+# --- secrets that follow their target (docs/reference/security.md#secrets) ----------------------------
 
 
 def keep_omitted_secrets(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:

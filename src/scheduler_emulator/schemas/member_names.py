@@ -1,6 +1,7 @@
-"""Member names matched case-insensitively, as the service (Json.NET) matched them (SPEC §2): a 2015 docs
-template writes ``"Frequency"``. Bodies are rewritten to the wire models' own spelling before anything reads
-or stores them, so every later reader (validation, the secret slots, the dispatcher) sees one spelling."""
+"""Member names matched case-insensitively, as the service (Json.NET) matched them
+(docs/reference/arm-api.md#request-bodies): a 2015 docs template writes ``"Frequency"``. Bodies are rewritten to the
+wire models' own spelling before anything reads or stores them, so every later reader (validation, the secret slots, the
+dispatcher) sees one spelling."""
 
 from __future__ import annotations
 

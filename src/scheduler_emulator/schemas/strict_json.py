@@ -1,4 +1,5 @@
-"""The one reader of client JSON (SPEC §2): strict RFC 8259 and values every store can hold.
+"""The one reader of client JSON (docs/reference/arm-api.md#request-bodies): strict RFC 8259 and values every store can
+hold.
 
 Every surface reads request bodies through ``loads`` (content problems → ``InvalidContent``, answered 400
 ``InvalidRequestContent``) and then ``check_values`` (values no store can hold or no later read can

@@ -1,4 +1,4 @@
-"""The virtual clock's rule (SPEC §10): how much one advance may run."""
+"""The virtual clock's rule (docs/reference/test-support.md#virtual-clock): how much one advance may run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Classic cloud services: the 2014 surface's name for a resource group (CLASSIC.md §2, §5).
+"""Classic cloud services: the 2014 surface's name for a resource group
+(docs/reference/classic-api.md#one-store-behind-both-surfaces).
 
 A cloud service exists when it was created through the classic surface or when its resource group holds
 job collections (created through either surface). Deleting one deletes its collections, jobs and history.

@@ -1,6 +1,6 @@
-"""Template deployments at resource-group scope (SPEC §12): the preflight (template, parameters, functions,
-resource types: refused before anything is created), the deployment's record, cancel, delete, and what the
-dashboard and the API list. The run itself, resource by resource, is service.deployment_run."""
+"""Template deployments at resource-group scope (docs/reference/front-door.md#deployments): the preflight (template,
+parameters, functions, resource types: refused before anything is created), the deployment's record, cancel, delete, and
+what the dashboard and the API list. The run itself, resource by resource, is service.deployment_run."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Jobs: create or replace, merge-patch, run now, delete, find, list and history, with every rule.
 
 Write-only secrets an update does not repeat are carried over from the stored definition, only for the
-target they were given for (SPEC §11; where they sit: schemas.job_shape).
+target they were given for (docs/reference/security.md#secrets; where they sit: schemas.job_shape).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The overview's attempt counts, kept between calls (SPEC §10, the dashboard).
+"""The overview's attempt counts, kept between calls (the dashboard:
+docs/reference/test-support.md#the-dashboard-and-its-api).
 
 Counting a day of tries reads every history entry of that day (there is no index on start times), which grows
 with the load: about half a second for 250,000 entries. Between two refreshes of the page few entries are

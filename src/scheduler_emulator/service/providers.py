@@ -1,5 +1,5 @@
-"""Resource providers (SPEC §12): what Microsoft.Scheduler offers, and each subscription's registration,
-remembered but gating nothing (**Decision**)."""
+"""Resource providers (docs/reference/front-door.md#providers): what Microsoft.Scheduler offers, and each subscription's
+registration, remembered but gating nothing (**Decision**)."""
 
 from __future__ import annotations
 

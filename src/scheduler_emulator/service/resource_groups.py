@@ -1,5 +1,5 @@
-"""Resource groups (SPEC §12): created explicitly (PUT) or implicitly (a collection created in one), read,
-tagged, listed with what is in them, and deleted with everything in them."""
+"""Resource groups (docs/reference/front-door.md#resource-groups): created explicitly (PUT) or implicitly (a collection
+created in one), read, tagged, listed with what is in them, and deleted with everything in them."""
 
 from __future__ import annotations
 

@@ -277,7 +277,8 @@ class ClassicOperationRow(Base):
 
 class ResourceGroupRow(Base):
     """A resource group someone created (PUT) or changed (PATCH). Groups that only exist because a collection
-    was created in one (SPEC §2, implicit) have no row: the service lists them from the collections."""
+    was created in one (implicit: docs/reference/arm-api.md#paths-and-names) have no row: the service lists them from
+    the collections."""
 
     __tablename__ = "resource_groups"
     __table_args__ = (UniqueConstraint("subscription_key", "name_key"),)

@@ -1,6 +1,6 @@
-"""The dashboard's overview and search queries (SPEC §10), and the backlog /metrics reports: each is one SQL
-statement over every collection, aggregated or limited in the database (never a query per job), on SQLite and
-PostgreSQL alike."""
+"""The dashboard's overview and search queries (docs/reference/test-support.md#the-dashboard-and-its-api), and the
+backlog /metrics reports: each is one SQL statement over every collection, aggregated or limited in the database (never
+a query per job), on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Secrets at rest (SPEC §11): the write-only secrets inside a job's definition (every slot of
-``schemas.job_shape.SECRETS``: passwords, pfx files, client secrets, Service Bus SAS keys, storage SAS
-tokens) are stored encrypted with the process's key.
+"""Secrets at rest (docs/reference/security.md#secrets-at-rest): the write-only secrets inside a job's definition (every
+slot of ``schemas.job_shape.SECRETS``: passwords, pfx files, client secrets, Service Bus SAS keys, storage SAS tokens)
+are stored encrypted with the process's key.
 
 Encryption is Fernet (AES-128-CBC with HMAC-SHA256, from ``cryptography``). A sealed value is the string
 ``enc:v1:`` followed by the Fernet token, in place of the plaintext, so the definition keeps its shape.

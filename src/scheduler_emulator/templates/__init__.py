@@ -1,4 +1,5 @@
-"""The ARM template language (SPEC §12), pure: no I/O, no FastAPI, no SQLAlchemy.
+"""The ARM template language (docs/reference/front-door.md#the-template-language), pure: no I/O, no FastAPI, no
+SQLAlchemy.
 
 ``expressions`` parses ``[...]`` strings into trees; ``functions`` is the one table of template functions;
 ``evaluation`` evaluates trees against a scope (parameters, variables, copy indexes, the deployment's

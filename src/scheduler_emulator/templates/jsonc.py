@@ -1,5 +1,6 @@
-"""The deployment body as the Azure CLI sends it (SPEC §12): JSON in which the template file is embedded
-as written, so ``//`` and ``/* */`` comments may appear and the ``template`` key itself is unquoted.
+"""The deployment body as the Azure CLI sends it (docs/reference/front-door.md#the-body-the-azure-cli-sends): JSON in
+which the template file is embedded as written, so ``//`` and ``/* */`` comments may appear and the ``template`` key
+itself is unquoted.
 
 ``to_strict_json`` removes the comments and quotes bare member names; everything else is left to the strict
 reader (schemas.strict_json), so nothing else loosens."""

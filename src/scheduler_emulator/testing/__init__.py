@@ -1,4 +1,4 @@
-"""Test your own code against the emulator (SPEC §10, "Test support").
+"""Test your own code against the emulator (docs/reference/test-support.md#the-test-kit).
 
 ``Emulator`` starts the service in a subprocess on a free port with a temporary data directory (or
 attaches to a running one) and drives its virtual clock; ``HttpTarget`` records the requests jobs send.

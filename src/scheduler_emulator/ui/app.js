@@ -600,7 +600,7 @@ function clockPanel() {
     el('p', { id: 'clock-result', role: 'status' }));
 }
 
-// --- resource groups and deployments (the ARM front door, SPEC §12) ---------------------------------------
+// --- resource groups and deployments (the ARM front door, docs/reference/front-door.md) ------------------
 
 const ARM_RESOURCES = '2021-04-01';
 

@@ -1,4 +1,4 @@
-"""Classic subscription-level operations and cloud services (CLASSIC.md §1, §2, §0.5)."""
+"""Classic subscription-level operations and cloud services (docs/reference/classic-api.md#cloud-services)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def operation_id(request: Request) -> str:
 
 
 def accepted(session: Session, request: Request, subscription: str) -> None:
-    """Record the finished operation a 202 answers with (CLASSIC.md §0.5: they complete at once)."""
+    """Record the finished operation a 202 answers with (docs/reference/classic-api.md#asynchronous-operations: they
+    complete at once)."""
     store.record_operation(session, operation_id(request), subscription, http_status=200, now=now(request))
 
 
@@ -120,7 +121,8 @@ async def delete(request: Request, subscription: str, name: str) -> Response:
 
 def _cloud_service_xml(service: cloud_services.CloudService, detail: bool) -> str:
     region = element("GeoRegion", service.geo_region)
-    if detail:  # npm's get reads GeoLocation, its list and Python read GeoRegion (CLASSIC.md §2.3)
+    # npm's get reads GeoLocation, its list and Python read GeoRegion (docs/reference/classic-api.md#cloud-services)
+    if detail:
         region += element("GeoLocation", service.geo_region)
     resources = "".join(element("Resource", Xml(resource_xml(c))) for c in service.collections)
     return (
@@ -143,7 +145,7 @@ def plan_of(collection: JobCollectionRow) -> str:
 
 
 def resource_xml(collection: JobCollectionRow) -> str:
-    """A job collection as a classic ``<Resource>``'s children (CLASSIC.md §2.3, §3.3)."""
+    """A job collection as a classic ``<Resource>``'s children (docs/reference/classic-api.md#job-collections)."""
     plan = plan_of(collection)
     label = collection.label if collection.label is not None else base64.b64encode(collection.name.encode()).decode()
     return (

@@ -1,4 +1,5 @@
-"""Classic job collections (CLASSIC.md §3): XML in and out, 202 + operations, If-Match updates."""
+"""Classic job collections (docs/reference/classic-api.md#job-collections): XML in and out, 202 + operations, If-Match
+updates."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Classic jobs (CLASSIC.md §4): flat JSON, bare arrays for lists and history, unquoted OData filters. Every
-write is also an operation its client may poll (``GET /{s}/operations/{x-ms-request-id}``): the classic
+"""Classic jobs (docs/reference/classic-api.md#jobs): flat JSON, bare arrays for lists and history, unquoted OData
+filters. Every write is also an operation its client may poll (``GET /{s}/operations/{x-ms-request-id}``): the classic
 Python client polls job PUT, PATCH and DELETE too (recorded), answered Succeeded."""
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def history_to_classic(job: JobRow, entry: JobHistoryRow) -> dict[str, Any]:
     if entry.end_time is not None:
         item["endTime"] = isoformat_z(entry.end_time)
     item.update(
-        state=service_spelling(job.state),  # as the job's own state is answered (SPEC §2)
+        # as the job's own state is answered (docs/reference/arm-api.md#enumerations)
+        state=service_spelling(job.state),
         status=entry.status,
         message=entry.message,
         actionName=entry.action_name,

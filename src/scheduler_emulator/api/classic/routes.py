@@ -1,4 +1,4 @@
-"""Which classic handler a path reaches (CLASSIC.md §0.3).
+"""Which classic handler a path reaches (docs/reference/classic-api.md#addressing).
 
 Classic paths start with the subscription id (no ``/subscriptions/`` prefix). Literal segments match in
 any case, ``~`` after ``resources/scheduler`` is optional, a trailing ``/`` is ignored. ``ClassicRoute``

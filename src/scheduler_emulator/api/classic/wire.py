@@ -1,6 +1,6 @@
 """The classic surface's wire: XML read with defusedxml (no DTDs, entities or external references),
 case-insensitively; XML written with exact element names; errors in the shape each route's clients parse;
-``x-ms-version`` and ``api-version`` rules (CLASSIC.md §0)."""
+``x-ms-version`` and ``api-version`` rules (docs/reference/classic-api.md#versions)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class ClassicError(Exception):
         return JSONResponse({"error": {"code": self.code, "message": self.message}}, status_code=self.status)
 
 
-# ARM codes → the RDFE names the classic clients know (CLASSIC.md §0.6).
+# ARM codes → the RDFE names the classic clients know (docs/reference/classic-api.md#errors).
 _CODES = {409: "ConflictError", 404: "ResourceNotFound", 412: "PreconditionFailed"}
 
 

@@ -1,5 +1,5 @@
-"""The local token service (SPEC §13) and the account endpoints the Azure CLI calls around logging in:
-``principals`` (who may sign in), ``signing`` (the key), ``tokens`` (issuing and checking), ``entra`` (its
+"""The local token service (docs/reference/token-service.md) and the account endpoints the Azure CLI calls around
+logging in: ``principals`` (who may sign in), ``signing`` (the key), ``tokens`` (issuing and checking), ``entra`` (its
 error shape), ``endpoints`` and ``accounts`` (the HTTP handlers), ``routes`` (which path reaches which)."""
 
 from __future__ import annotations

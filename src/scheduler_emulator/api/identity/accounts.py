@@ -1,11 +1,11 @@
-"""What the Azure CLI calls around logging in, answered as ARM does (SPEC §12, §13): the cloud's endpoints
-document (``az cloud register --endpoint-resource-manager``), the caller's subscriptions and tenants, and a
-subscription's locations.
+"""What the Azure CLI calls around logging in, answered as ARM does (docs/reference/token-service.md#the-azure-cli): the
+cloud's endpoints document (``az cloud register --endpoint-resource-manager``), the caller's subscriptions and tenants,
+and a subscription's locations.
 
 Who the caller is comes from its bearer token when the token service issued it (whatever the auth mode): a
 principal lists its one configured subscription in the tenant it signed in to. Any other caller (no token, or
-one from elsewhere) sees the all-zero subscription and tenant. Subscriptions exist implicitly (SPEC §2), so
-``GET /subscriptions/{s}`` answers for any well-formed id."""
+one from elsewhere) sees the all-zero subscription and tenant. Subscriptions exist implicitly
+(docs/reference/arm-api.md#paths-and-names), so ``GET /subscriptions/{s}`` answers for any well-formed id."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from scheduler_emulator.api.identity.principals import DEFAULT_SUBSCRIPTION, DEF
 from scheduler_emulator.api.identity.tokens import MANAGEMENT_AUDIENCES
 from scheduler_emulator.domain.regions import known_display_names
 
-# The front door's api-version rule (SPEC §12): any date, optionally -preview; clients pin many.
+# The front door's api-version rule (docs/reference/front-door.md#api-version-and-paths): any date, optionally -preview;
+# clients pin many.
 _API_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}(-preview)?$")
 _SUBSCRIPTION = re.compile(r"^[A-Za-z0-9_(][A-Za-z0-9_.()-]{0,99}$")
 EMULATOR_DOMAIN = "scheduler-emulator.local"

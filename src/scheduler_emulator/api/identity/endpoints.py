@@ -1,6 +1,6 @@
-"""The token service's HTTP endpoints (SPEC §13): OpenID configuration (v2 and v1 forms), the JWKS and the
-token endpoints, as an Entra ID client (MSAL, so the Azure CLI and azure-identity) expects them under
-``/{tenant}/…``. Every URL they hand out is on the origin the client reached."""
+"""The token service's HTTP endpoints (docs/reference/token-service.md#endpoints): OpenID configuration (v2 and v1
+forms), the JWKS and the token endpoints, as an Entra ID client (MSAL, so the Azure CLI and azure-identity) expects them
+under ``/{tenant}/…``. Every URL they hand out is on the origin the client reached."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ class Shape:
 
 
 SHAPES = (
-    # The token service (SPEC §13): open, a client has no token yet.
+    # The token service (docs/reference/token-service.md#endpoints): open, a client has no token yet.
     Shape(
         name="openid_v2",
         segments=(ANY, "v2.0", ".well-known", "openid-configuration"),
@@ -42,7 +42,8 @@ SHAPES = (
     Shape(name="keys_v1", segments=(ANY, "discovery", "keys"), open=True, path="/{tenant}/discovery/keys"),
     Shape(name="token_v2", segments=(ANY, "oauth2", "v2.0", "token"), open=True, path="/{tenant}/oauth2/v2.0/token"),
     Shape(name="token_v1", segments=(ANY, "oauth2", "token"), open=True, path="/{tenant}/oauth2/token"),
-    # What az reads before logging in (open, as ARM's is), and calls after (SPEC §12, §13).
+    # What az reads before logging in (open, as ARM's is), and calls after
+    # (docs/reference/token-service.md#the-azure-cli).
     Shape(name="metadata", segments=("metadata", "endpoints"), open=True, path="/metadata/endpoints"),
     Shape(name="subscriptions", segments=("subscriptions",), open=False, path="/subscriptions"),
     Shape(name="subscription", segments=("subscriptions", ANY), open=False, path="/subscriptions/{subscriptionId}"),

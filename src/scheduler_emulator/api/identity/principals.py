@@ -1,5 +1,5 @@
-"""The service principals the local token service knows (SPEC §13): whom it issues tokens to, with what
-credential, in which tenant, and the one subscription each may list.
+"""The service principals the local token service knows (docs/reference/token-service.md#principals): whom it issues
+tokens to, with what credential, in which tenant, and the one subscription each may list.
 
 They come from the operator: ``--principal ID:SECRET[:TENANT[:SUBSCRIPTION]]`` (repeatable; env
 ``SCHEDULER_PRINCIPALS``, entries separated by commas or white space) and ``--principals-file FILE``, a JSON

@@ -1,7 +1,6 @@
-"""The token service's signing key (SPEC §13): an RSA key kept 0600 in the data directory
-(``<data-dir>/token-signing-key.pem``, or ``--token-signing-key-file``), created on first use, published in
-the JWKS under its RFC 7638 thumbprint as ``kid``. Processes that should accept each other's tokens share the
-file."""
+"""The token service's signing key (docs/reference/token-service.md#tokens): an RSA key kept 0600 in the data directory
+(``<data-dir>/token-signing-key.pem``, or ``--token-signing-key-file``), created on first use, published in the JWKS
+under its RFC 7638 thumbprint as ``kid``. Processes that should accept each other's tokens share the file."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Issuing and checking tokens (SPEC §13): the client-credentials grant, with a client secret or a
-certificate-signed client assertion (RFC 7523, what MSAL sends for azure-identity's CertificateCredential and
-``az login --certificate``), for either management audience; and the check ``--auth issued`` applies to
-every API request.
+"""Issuing and checking tokens (docs/reference/token-service.md#tokens): the client-credentials grant, with a client
+secret or a certificate-signed client assertion (RFC 7523, what MSAL sends for azure-identity's CertificateCredential
+and ``az login --certificate``), for either management audience; and the check ``--auth issued`` applies to every API
+request.
 
 Tokens are RS256 JWTs carrying what ARM's tokens carry: ``aud``, ``iss``, ``tid``, ``oid``, ``sub``,
 ``appid``, ``iat``, ``nbf``, ``exp`` (and ``azp``, ``idtyp``, ``ver``, ``uti``). PyJWT signs and verifies."""

@@ -1,5 +1,5 @@
-"""The Microsoft.Resources front door (SPEC §12): resource groups, providers and template deployments, on the
-same port as the Scheduler's own paths."""
+"""The Microsoft.Resources front door (docs/reference/front-door.md): resource groups, providers and template
+deployments, on the same port as the Scheduler's own paths."""
 
 from scheduler_emulator.api.resources import deployments, groups, providers
 

@@ -1,8 +1,8 @@
-"""Template deployments at resource-group scope (SPEC §12):
+"""Template deployments at resource-group scope (docs/reference/front-door.md#deployments):
 ``…/resourcegroups/{rg}/providers/Microsoft.Resources/deployments/{name}[/cancel|/validate|/exportTemplate|
 /operationStatuses/{id}]`` and the operations at ``/subscriptions/{s}/resourcegroups/{rg}/deployments/{name}/
-operations``. A PUT runs the preflight, answers 201 with ``Azure-AsyncOperation`` and ``Retry-After``, and runs
-the deployment in the background (service.deployment_run)."""
+operations``. A PUT runs the preflight, answers 201 with ``Azure-AsyncOperation`` and ``Retry-After``, and runs the
+deployment in the background (service.deployment_run)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Resource groups: ``/subscriptions/{s}/resourceGroups[/{rg}[/resources]]``, the subscription's resource list
-``/subscriptions/{s}/resources`` and the deletion's ``operationresults`` (SPEC §12)."""
+``/subscriptions/{s}/resources`` and the deletion's ``operationresults``
+(docs/reference/front-door.md#resource-groups)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""``templateLink`` and ``parametersLink`` (SPEC §12): fetched before the preflight, through the outbound
-policy that governs jobs' HTTP actions (a link cannot reach what a job may not), with a time and size limit;
-the fetched content replaces the link in the deployment body."""
+"""``templateLink`` and ``parametersLink`` (docs/reference/front-door.md#deployments): fetched before the preflight,
+through the outbound policy that governs jobs' HTTP actions (a link cannot reach what a job may not), with a time and
+size limit; the fetched content replaces the link in the deployment body."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Resource providers: ``/subscriptions/{s}/providers[/{namespace}[/register|/unregister]]`` (SPEC §12)."""
+"""Resource providers: ``/subscriptions/{s}/providers[/{namespace}[/register|/unregister]]``
+(docs/reference/front-door.md#providers)."""
 
 from __future__ import annotations
 

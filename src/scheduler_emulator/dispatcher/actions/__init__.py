@@ -45,6 +45,7 @@ class ActionRunner(Protocol[P]):
 
 
 def body_excerpt(content: bytes) -> str:
-    """The first 2048 bytes of a response body, as text (SPEC §7). A NUL byte becomes U+FFFD, as bytes that are
-    not UTF-8 do: PostgreSQL cannot store NUL in text, and a binary body must not stop its history entry."""
+    """The first 2048 bytes of a response body, as text (docs/reference/arm-api.md#history). A NUL byte becomes U+FFFD,
+    as bytes that are not UTF-8 do: PostgreSQL cannot store NUL in text, and a binary body must not stop its history
+    entry."""
     return content[:MAX_MESSAGE_BODY_BYTES].decode("utf-8", errors="replace").replace("\x00", "\ufffd")

@@ -216,11 +216,11 @@ _CONTENT_HEADERS = frozenset(
 
 
 def response_message(host: str, reason: str | None, headers: tuple[tuple[bytes, bytes], ...], body: bytes) -> str:
-    """A history message in the service's words (SPEC §7), as recorded (azure-sdk-for-net's
-    Scenario_JobHistoryList session, 2016): ``Http Action - Response from host '{host}': '{reason phrase as
-    sent}' Response Headers: {Name: value\\r\\n per header, the values of a repeated header joined by ', ',
-    content headers left out, as .NET's HttpResponseHeaders.ToString() writes them} Body: {the first 2048
-    bytes}``. The headers are cut at 2048 bytes too, so that a message stays bounded."""
+    """A history message in the service's words (docs/reference/actions.md#history-messages), as recorded
+    (azure-sdk-for-net's Scenario_JobHistoryList session, 2016): ``Http Action - Response from host '{host}': '{reason
+    phrase as sent}' Response Headers: {Name: value\\r\\n per header, the values of a repeated header joined by ', ',
+    content headers left out, as .NET's HttpResponseHeaders.ToString() writes them} Body: {the first 2048 bytes}``. The
+    headers are cut at 2048 bytes too, so that a message stays bounded."""
     merged: dict[str, tuple[str, list[str]]] = {}
     for raw_name, raw_value in headers:
         name = raw_name.decode("latin-1")

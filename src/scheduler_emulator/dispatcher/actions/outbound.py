@@ -1,4 +1,4 @@
-"""Enforcing the outbound target policy on the HTTP action's connections (SPEC §11).
+"""Enforcing the outbound target policy on the HTTP action's connections (docs/reference/security.md#outbound-policy).
 
 Names are resolved here and only the addresses the policy permits are handed to aiohttp, which then
 connects to exactly those: a DNS answer that changes between the check and the connection (rebinding)

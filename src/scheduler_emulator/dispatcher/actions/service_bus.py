@@ -12,8 +12,8 @@ namespace (``--servicebus-endpoint NAMESPACE=ENDPOINT``) to
 Authentication is the job's SAS rule (``sasKeyName``/``sasKey``) as the SDK's credential object
 (``AzureNamedKeyCredential``) beside the endpoint chosen above: no job value is ever spliced into a
 connection string, so none can add settings of its own (another ``Endpoint``, ``UseDevelopmentEmulator``)
-(SPEC §11). The SDK signs a token per entity and puts it on that endpoint's ``$cbs`` node. The key is never
-written to a message or a log.
+(docs/reference/security.md#job-values-that-name-endpoints). The SDK signs a token per entity and puts it on that
+endpoint's ``$cbs`` node. The key is never written to a message or a log.
 
 Opening a sender (connection, CBS, link) costs about half a second, so senders stay open and are reused
 per (namespace, key name, key, entity) — the SDK keeps their connections alive — until they have been

@@ -1,11 +1,11 @@
 """StorageQueue actions: one message per attempt on ``queueName`` of ``storageAccount``, sent with the
 official SDK (``azure.storage.queue.aio``) and the job's SAS token.
 
-The message text is the XML envelope the real service wrote (SPEC §6), as .NET's ``XmlSerializer``
-writes a ``StorageQueueMessage`` object: a UTF-16 declaration, two-space indentation, CRLF line ends,
+The message text is the XML envelope the real service wrote (docs/reference/actions.md#storagequeue), as .NET's
+``XmlSerializer`` writes a ``StorageQueueMessage`` object: a UTF-16 declaration, two-space indentation, CRLF line ends,
 ``xsd``/``xsi`` namespace declarations, and ``ExpectedExecutionTime`` as an unzoned ``DateTime``
-(``2015-09-10T00:00:00``, UTC; a fraction of a second only when there is one). The text goes on the
-queue as is: no base64.
+(``2015-09-10T00:00:00``, UTC; a fraction of a second only when there is one). The text goes on the queue as is: no
+base64.
 
 The SDK's own retries are off (the job's ``retryPolicy`` is in charge), connecting may take at most
 :data:`CONNECT_TIMEOUT` seconds and the whole attempt at most the operator's action timeout. All clients
@@ -214,7 +214,7 @@ class StorageQueueAction:
             queue,
             credential=AzureSasCredential(sas),  # a plain string would be taken for an account key
             # An operator-mapped endpoint is the operator's choice, not the job's: it is not checked against the
-            # outbound policy (SPEC §11); the public endpoint a job names is.
+            # outbound policy (docs/reference/security.md#outbound-policy); the public endpoint a job names is.
             transport=_SharedTransport(self._shared_transport(checked=not mapped)),
             retry_total=0,
             logger=_sdk_log,
