@@ -1,0 +1,130 @@
+"""The code cites documents the repository holds: every ``docs/<page>.md#<section>`` named in the code, tests,
+benchmarks and scripts is a file with that heading, every link inside ``docs/reference/`` resolves, and no
+citation of the behaviour contract kept outside the repository (its "§" sections, ``SPEC.md``, ``CLASSIC.md``)
+comes back. Pure: reads files, no server."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "docs" / "reference"
+# Where the project's own text lives (README.md and the other docs/ pages are checked by their own tests).
+SCANNED = ("src", "tests", "migrations", "bench", "scripts", "docs/reference")
+SCANNED_FILES = ("Makefile", "Dockerfile", "pyproject.toml", "docker-compose.yml")
+SKIPPED_DIRS = {"__pycache__", "node_modules", ".venv", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+TEXT_SUFFIXES = {".py", ".md", ".js", ".css", ".html", ".toml", ".ini", ".cfg", ".txt", ".sh", ".yml", ".yaml", ".mako"}
+
+CITATION = re.compile(r"docs/[A-Za-z0-9_./-]+?\.md(?:#[A-Za-z0-9_-]+)?")
+# A contract outside the repository: its file names, or a "§" section that is not an RFC's ("RFC 9112 §9.3.1").
+# Spelt in pieces so that this file does not match itself.
+FOREIGN = re.compile("|".join((r"\bSPEC\b", "SPEC" + r"\.md", "CLASSIC" + r"\.md", r"/work/shared", r"(?<!\d )§")))
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+
+
+def project_files() -> list[Path]:
+    """The text files of the scanned folders and the scanned top-level files (this test left out)."""
+    files = [ROOT / name for name in SCANNED_FILES if (ROOT / name).is_file()]
+    for folder in SCANNED:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if SKIPPED_DIRS & set(path.relative_to(ROOT).parts) or not path.is_file():
+                continue
+            if path.suffix in TEXT_SUFFIXES and path != Path(__file__).resolve():
+                files.append(path)
+    return files
+
+
+def slugs(markdown: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file (lower case, punctuation dropped, spaces to
+    hyphens, ``-1``, ``-2``… on repeats), code blocks skipped."""
+    seen: Counter[str] = Counter()
+    anchors = set()
+    fenced = False
+    for line in markdown.read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        match = HEADING.match(line)
+        if fenced or not match:
+            continue
+        title = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", match.group(2))
+        slug = re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+        anchors.add(slug if not seen[slug] else f"{slug}-{seen[slug]}")
+        seen[slug] += 1
+    return anchors
+
+
+def unresolved(target: Path, anchor: str | None) -> str | None:
+    """Why a citation of ``target`` (and its ``anchor``) does not resolve; None when it does."""
+    if not target.is_file():
+        return "no such file"
+    if anchor and anchor not in slugs(target):
+        return f"no heading with the anchor #{anchor}"
+    return None
+
+
+def test_the_scan_sees_the_code_and_the_reference() -> None:
+    names = {path.relative_to(ROOT).as_posix() for path in project_files()}
+    assert "src/scheduler_emulator/config.py" in names
+    assert "src/scheduler_emulator/ui/app.js" in names
+    assert "docs/reference/README.md" in names
+    assert "tests/conftest.py" in names
+
+
+def test_no_citation_of_a_contract_the_repository_does_not_hold() -> None:
+    found = []
+    for path in project_files():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if FOREIGN.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
+    assert not found, "cite docs/reference/<page>.md#<section> instead:\n" + "\n".join(found)
+
+
+def test_every_cited_docs_page_and_section_exists() -> None:
+    cited: dict[str, list[str]] = {}
+    for path in project_files():
+        if path.is_relative_to(REFERENCE):
+            continue  # its own links are relative; the next test reads them
+        for match in CITATION.finditer(path.read_text(encoding="utf-8")):
+            cited.setdefault(match.group(0), []).append(path.relative_to(ROOT).as_posix())
+    assert len(cited) > 20, "the code should cite the reference"
+    broken = []
+    for citation, where in sorted(cited.items()):
+        page, _, anchor = citation.partition("#")
+        problem = unresolved(ROOT / page, anchor or None)
+        if problem:
+            broken.append(f"{citation} ({problem}), cited in {', '.join(sorted(set(where)))}")
+    assert not broken, "\n".join(broken)
+
+
+@pytest.mark.parametrize("page", sorted(path.name for path in REFERENCE.glob("*.md")))
+def test_every_link_of_a_reference_page_resolves(page: str) -> None:
+    source = REFERENCE / page
+    broken = []
+    for target in LINK.findall(source.read_text(encoding="utf-8")):
+        if re.match(r"^[a-z]+:", target):
+            continue  # an external URL
+        file, _, anchor = unquote(target).partition("#")
+        path = (source.parent / file).resolve() if file else source
+        elsewhere_in_docs = path.is_relative_to(ROOT / "docs") and not path.is_relative_to(REFERENCE)
+        if elsewhere_in_docs and not path.is_file():
+            # The other docs/ pages (the README's reference pages, docs/differences.md) come from their own
+            # change; only an anchor into one that is there is checked here.
+            continue
+        problem = unresolved(path, anchor or None)
+        if problem:
+            broken.append(f"{target}: {problem}")
+    assert not broken, f"{page}: " + "; ".join(broken)
+
+
+def test_the_reference_index_lists_every_page() -> None:
+    index = (REFERENCE / "README.md").read_text(encoding="utf-8")
+    listed = set(LINK.findall(index))
+    missing = [path.name for path in REFERENCE.glob("*.md") if path.name != "README.md" and path.name not in listed]
+    assert not missing, f"docs/reference/README.md does not list {missing}"
