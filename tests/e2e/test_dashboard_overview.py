@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import expect
-from support.browser import launched_chromium
+from support.browser import PHONE, assert_nothing_cut_off, launched_chromium
 from support.server import EmulatorPool, ServerProcess
 from support.target_server import TargetServer
 from support.waiting import wait_until
@@ -154,9 +154,10 @@ def is_try(entry: dict[str, Any]) -> bool:
 
 
 def no_sideways_scroll(page: Any) -> None:
-    page.set_viewport_size({"width": 390, "height": 844})
+    """On a phone's width nothing is cut off (tables reflow)."""
+    page.set_viewport_size(PHONE)
     page.wait_for_timeout(100)
-    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert_nothing_cut_off(page)
 
 
 def slot_of(moment: datetime, minutes: int) -> str:
@@ -267,7 +268,8 @@ def test_failing_now_keeps_a_job_whose_retries_all_failed_when_a_postponed_entry
     page: Any, world: World, target: TargetServer
 ) -> None:
     world.create_collection("jc-retry")
-    target.respond("/down", status=500, body="still down")
+    # A body of one long word (a trace id), as the history's message ends with it: it must wrap on a phone.
+    target.respond("/down", status=500, body="upstream-timeout;trace=" + uuid.uuid4().hex * 3)
     properties = http_job(target.url("/down"), world.now(), {"frequency": "Minute", "interval": 1})
     properties["action"]["retryPolicy"] = {"retryType": "Fixed", "retryInterval": "PT2M", "retryCount": 2}
     world.put_job("jc-retry", "retried", properties)
@@ -286,6 +288,13 @@ def test_failing_now_keeps_a_job_whose_retries_all_failed_when_a_postponed_entry
     row = page.locator("#failing tbody tr").filter(has=page.get_by_role("link", name="retried", exact=True))
     expect(row).to_have_count(1)
     expect(row.locator("td.message-cell")).to_have_text(history[1]["message"])  # the last try's, not the skip's
+    no_sideways_scroll(page)
+
+    page.goto(world.job_page("jc-retry", "retried"))  # the history: its long messages wrap, on a phone as on a desktop
+    expect(page.locator("#history tbody tr")).to_have_count(len(history))
+    no_sideways_scroll(page)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    assert_nothing_cut_off(page)
 
 
 def test_search_narrows_the_list_and_survives_a_reload(page: Any, world: World) -> None:
