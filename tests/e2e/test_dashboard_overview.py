@@ -549,6 +549,8 @@ def test_a_group_page_lists_its_deployments_and_a_deployment_page_shows_state_er
     broken_row = rows.filter(has_text="breaks")
     expect(broken_row).to_contain_text("Failed")
     expect(broken_row).to_contain_text(error["code"])
+    no_sideways_scroll(page)  # the group's collections and deployments
+    page.set_viewport_size({"width": 1280, "height": 900})
 
     broken_row.get_by_role("link", name="breaks").click()
     page.wait_for_url("**/#/d/**")
