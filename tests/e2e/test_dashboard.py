@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import expect
-from support.browser import launched_chromium
+from support.browser import PHONE, assert_nothing_cut_off, launched_chromium
 from support.server import EmulatorPool, ServerProcess
 from support.target_server import TargetServer
 from support.waiting import wait_until
@@ -159,7 +159,8 @@ def test_collections_and_jobs_created_through_the_api_appear(
     assert "2 / 50 jobs" in page.locator("#summary").inner_text()
 
     page.screenshot(path=str(screenshots / "jobs-1280.png"), full_page=True)
-    page.set_viewport_size({"width": 390, "height": 844})
+    page.set_viewport_size(PHONE)
+    assert_nothing_cut_off(page)
     page.screenshot(path=str(screenshots / "jobs-390.png"), full_page=True)
 
 
@@ -180,7 +181,8 @@ def test_run_now_fires_and_the_history_row_appears_without_a_reload(
     assert page.locator("#history tbody tr").count() == 1
 
     page.screenshot(path=str(screenshots / "job-1280.png"), full_page=True)
-    page.set_viewport_size({"width": 390, "height": 844})
+    page.set_viewport_size(PHONE)
+    assert_nothing_cut_off(page)
     page.screenshot(path=str(screenshots / "job-390.png"), full_page=True)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import expect
-from support.browser import launched_chromium
+from support.browser import PHONE, assert_nothing_cut_off, launched_chromium
 from support.server import EmulatorPool, ServerProcess
 from support.target_server import TargetServer
 from support.waiting import wait_until
@@ -148,10 +148,16 @@ def http_job(uri: str, start: datetime, recurrence: dict[str, Any] | None, **ext
     return properties
 
 
+def is_try(entry: dict[str, Any]) -> bool:
+    """Whether a history entry is a try of the job's main action (a Postponed entry is a skip, not a try)."""
+    return bool(entry["actionName"].lower() == "mainaction" and entry["status"].lower() in ("completed", "failed"))
+
+
 def no_sideways_scroll(page: Any) -> None:
-    page.set_viewport_size({"width": 390, "height": 844})
+    """On a phone's width nothing is cut off (tables reflow)."""
+    page.set_viewport_size(PHONE)
     page.wait_for_timeout(100)
-    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert_nothing_cut_off(page)
 
 
 def slot_of(moment: datetime, minutes: int) -> str:
@@ -197,7 +203,7 @@ def test_overview_counts_chart_timeline_and_failing_jobs_match_the_api(
     # Failing now, by the API: faulted, or the newest main-action try failed; shown with that try's message.
     failing_now: dict[str, str] = {}
     for (collection, name), job in jobs.items():
-        tries = [h for h in world.history(collection, name) if h["actionName"].lower() == "mainaction"]
+        tries = [h for h in world.history(collection, name) if is_try(h)]
         if job["properties"]["state"].lower() == "faulted" or (tries and tries[0]["status"].lower() == "failed"):
             failing_now[name] = tries[0]["message"] if tries else ""
     assert set(failing_now) == {"broken", "once-bad"}
@@ -215,12 +221,7 @@ def test_overview_counts_chart_timeline_and_failing_jobs_match_the_api(
     assert page.locator('#totals a[data-state="all"] .figure').inner_text() == str(len(jobs))
 
     # The chart: every main-action try from the history API, in its 5-minute (hour chart) or hour slot.
-    tries = [
-        entry
-        for (collection, name) in jobs
-        for entry in world.history(collection, name)
-        if entry["actionName"].lower() == "mainaction" and entry["status"].lower() in ("completed", "failed")
-    ]
+    tries = [entry for (collection, name) in jobs for entry in world.history(collection, name) if is_try(entry)]
     expected_hour: Counter[tuple[str, str]] = Counter(
         (slot_of(parse(t["startTime"]), 5), t["status"].lower()) for t in tries
     )
@@ -261,6 +262,39 @@ def test_overview_counts_chart_timeline_and_failing_jobs_match_the_api(
     page.screenshot(path=str(screenshots / "overview-1280.png"), full_page=True)
     no_sideways_scroll(page)
     page.screenshot(path=str(screenshots / "overview-390.png"), full_page=True)
+
+
+def test_failing_now_keeps_a_job_whose_retries_all_failed_when_a_postponed_entry_follows(
+    page: Any, world: World, target: TargetServer
+) -> None:
+    world.create_collection("jc-retry")
+    # A body of one long word (a trace id), as the history's message ends with it: it must wrap on a phone.
+    target.respond("/down", status=500, body="upstream-timeout;trace=" + uuid.uuid4().hex * 3)
+    properties = http_job(target.url("/down"), world.now(), {"frequency": "Minute", "interval": 1})
+    properties["action"]["retryPolicy"] = {"retryType": "Fixed", "retryInterval": "PT2M", "retryCount": 2}
+    world.put_job("jc-retry", "retried", properties)
+    # Tries at +0, +2 and +4 min all fail; the minutes that came due meanwhile are one Postponed entry, written
+    # after the last try; the next occurrence is due at +5 min.
+    world.advance("PT4M30S")
+    history = world.history("jc-retry", "retried")
+    assert [(h["status"].lower(), h["retryCount"]) for h in history] == [
+        ("postponed", 0),
+        ("failed", 2),
+        ("failed", 1),
+        ("failed", 0),
+    ]
+
+    page.goto(world.ui())
+    row = page.locator("#failing tbody tr").filter(has=page.get_by_role("link", name="retried", exact=True))
+    expect(row).to_have_count(1)
+    expect(row.locator("td.message-cell")).to_have_text(history[1]["message"])  # the last try's, not the skip's
+    no_sideways_scroll(page)
+
+    page.goto(world.job_page("jc-retry", "retried"))  # the history: its long messages wrap, on a phone as on a desktop
+    expect(page.locator("#history tbody tr")).to_have_count(len(history))
+    no_sideways_scroll(page)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    assert_nothing_cut_off(page)
 
 
 def test_search_narrows_the_list_and_survives_a_reload(page: Any, world: World) -> None:
@@ -515,6 +549,8 @@ def test_a_group_page_lists_its_deployments_and_a_deployment_page_shows_state_er
     broken_row = rows.filter(has_text="breaks")
     expect(broken_row).to_contain_text("Failed")
     expect(broken_row).to_contain_text(error["code"])
+    no_sideways_scroll(page)  # the group's collections and deployments
+    page.set_viewport_size({"width": 1280, "height": 900})
 
     broken_row.get_by_role("link", name="breaks").click()
     page.wait_for_url("**/#/d/**")

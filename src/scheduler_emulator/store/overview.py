@@ -109,11 +109,16 @@ def next_runs(session: Session, limit: int) -> list[tuple[JobRow, JobCollectionR
 
 def failing_jobs(session: Session, limit: int) -> list[tuple[JobRow, JobCollectionRow, JobHistoryRow | None]]:
     """Jobs failing now: Faulted, or whose newest main-action try failed; newest failure first, at most
-    ``limit``. Only jobs that ever failed are looked at (``failure_count``), each newest try found through the
-    (job_id, id) index in the same statement."""
+    ``limit``. Entries that are not tries (Postponed, the error action's) never hide that try's outcome. Only
+    jobs that ever failed are looked at (``failure_count``), each newest try found in the same statement by
+    walking the (job_id, id) index back from the job's newest entry."""
     newest = (
         select(func.max(JobHistoryRow.id))
-        .where(JobHistoryRow.job_id == JobRow.id, JobHistoryRow.action_name == MAIN_ACTION)
+        .where(
+            JobHistoryRow.job_id == JobRow.id,
+            JobHistoryRow.action_name == MAIN_ACTION,
+            JobHistoryRow.status.in_(ATTEMPT_STATUSES),
+        )
         .correlate(JobRow)
         .scalar_subquery()
     )

@@ -77,6 +77,25 @@ function withVersion(path, extra) {
 
 function link(hash, text) { return el('a', { href: hash }, text); }
 
+// Every table of the page. Below 600 px app.css stacks each row as a card (nothing is cut off or hidden in a
+// sideways scroll): each body cell carries its column's name, shown before its value. The explicit roles
+// keep the table's semantics for screen readers once its parts are display: block (some browsers drop them).
+function dataTable(...children) {
+  const table = el('table', { role: 'table' }, ...children);
+  const names = [...table.querySelectorAll('thead th')].map((th) => th.textContent);
+  for (const part of table.querySelectorAll('thead, tbody')) part.setAttribute('role', 'rowgroup');
+  for (const th of table.querySelectorAll('thead th')) th.setAttribute('role', 'columnheader');
+  for (const row of table.querySelectorAll('tr')) {
+    row.setAttribute('role', 'row');
+    if (row.parentElement.tagName !== 'TBODY') continue;
+    [...row.children].forEach((cell, index) => {
+      cell.setAttribute('role', 'cell');
+      if (names[index]) cell.dataset.label = names[index];
+    });
+  }
+  return table;
+}
+
 // States and enums are compared case-insensitively: the API may answer 'Enabled' or 'enabled'.
 function lower(value) { return String(value ?? '').toLowerCase(); }
 function is(value, expected) { return lower(value) === lower(expected); }
@@ -162,7 +181,7 @@ function collectionsTable(value, caption = 'Every subscription and resource grou
     el('td', { className: stateClass('state', c.state) }, c.state),
     el('td', { className: 'num' }, c.maxJobCount == null ? String(c.jobCount) : `${c.jobCount} / ${c.maxJobCount}`),
   ));
-  return value.length ? el('div', { className: 'table-wrap' }, el('table', {},
+  return value.length ? el('div', { className: 'table-wrap' }, dataTable(
       el('caption', { className: 'muted' }, caption),
       el('thead', {}, el('tr', {}, ['Subscription', 'Resource group', 'Collection', 'Plan', 'State', 'Jobs / quota']
         .map((h) => el('th', { scope: 'col' }, h)))),
@@ -241,7 +260,7 @@ async function collectionView(main, [s, rg, jc]) {
   ));
   const c = data.collection;
   const existing = main.querySelector('#job-forms');
-  const table = el('div', { className: 'table-wrap', id: 'jobs-table' }, data.jobs.length ? el('table', {},
+  const table = el('div', { className: 'table-wrap', id: 'jobs-table' }, data.jobs.length ? dataTable(
     el('thead', {}, el('tr', {}, ['Job', 'State', 'Schedule', 'Next runs', 'Last outcome', 'Runs']
       .map((h) => el('th', { scope: 'col' }, h)), el('th', { scope: 'col', className: 'hide-narrow' }, 'Failures'),
       el('th', { scope: 'col', className: 'hide-narrow' }, 'Faults'))),
@@ -287,9 +306,9 @@ async function jobView(main, [s, rg, jc, name]) {
       el('td', { className: 'hide-narrow' }, time(p.startTime)),
       el('td', { className: 'num' }, ms === null ? '—' : `${ms} ms`),
       el('td', { className: 'num hide-narrow' }, String(p.retryCount)),
-      el('td', {}, String(p.actionName).toLowerCase() === 'erroraction' ? '[error action] ' : '', p.message));
+      el('td', { className: 'message-cell' }, String(p.actionName).toLowerCase() === 'erroraction' ? '[error action] ' : '', p.message));
   });
-  const historyTable = el('div', { className: 'table-wrap', id: 'history' }, rows.length ? el('table', {},
+  const historyTable = el('div', { className: 'table-wrap', id: 'history' }, rows.length ? dataTable(
     el('thead', {}, el('tr', {}, [['Status'], ['Expected'], ['Started', 'hide-narrow'], ['Duration'], ['Retry', 'hide-narrow'], ['Message']]
       .map(([h, narrow]) => el('th', { scope: 'col', className: narrow }, h)))),
     el('tbody', {}, rows)) : el('p', { className: 'muted' }, historyState.failedOnly ? 'No failed runs.' : 'No runs yet.'));
@@ -470,7 +489,7 @@ function failingNow(data) {
     el('td', { className: 'message-cell' }, f.message || '')));
   return el('section', { id: 'failing', 'aria-labelledby': 'failing-title' },
     el('h2', { id: 'failing-title' }, 'Failing now'),
-    rows.length ? el('div', { className: 'table-wrap' }, el('table', {},
+    rows.length ? el('div', { className: 'table-wrap' }, dataTable(
       el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Job'), el('th', { scope: 'col', className: 'hide-narrow' }, 'Collection'),
         el('th', { scope: 'col' }, 'State'), el('th', { scope: 'col' }, 'Last try'), el('th', { scope: 'col' }, 'Message'))),
       el('tbody', {}, rows))) : el('p', { className: 'muted' }, 'Nothing is failing.'));
@@ -527,7 +546,7 @@ async function searchView(main) {
     el('td', { className: j.lastOutcome ? stateClass('status', j.lastOutcome.status) : 'muted' }, j.lastOutcome ? j.lastOutcome.status : 'never run')));
   const results = el('div', { id: 'results' },
     el('p', { id: 'result-count', role: 'status' }, `${data.value.length}${data.truncated ? '+' : ''} job${data.value.length === 1 ? '' : 's'}`),
-    rows.length ? el('div', { className: 'table-wrap' }, el('table', {},
+    rows.length ? el('div', { className: 'table-wrap' }, dataTable(
       el('thead', {}, el('tr', {}, ['Job', 'Collection', 'State'].map((h) => el('th', { scope: 'col' }, h)),
         ['Action', 'Target'].map((h) => el('th', { scope: 'col', className: 'hide-narrow' }, h)),
         ['Next run', 'Last outcome'].map((h) => el('th', { scope: 'col' }, h)))),
@@ -669,7 +688,7 @@ async function groupView(main, [s, rg]) {
     collectionsTable(collections, 'The collections in this group'),
     el('h2', {}, 'Deployments'),
     deployments.error ? el('p', { className: 'muted' }, 'Deployments are not available: ' + deployments.error.message)
-      : rows.length ? el('div', { className: 'table-wrap', id: 'deployments' }, el('table', {},
+      : rows.length ? el('div', { className: 'table-wrap', id: 'deployments' }, dataTable(
         el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Deployment'), el('th', { scope: 'col' }, 'State'),
           el('th', { scope: 'col', className: 'hide-narrow' }, 'Mode'), el('th', { scope: 'col' }, 'Time'),
           el('th', { scope: 'col', className: 'hide-narrow' }, 'Duration'), el('th', { scope: 'col' }, 'Error'))),
@@ -708,7 +727,7 @@ async function deploymentView(main, [s, rg, name]) {
     p.error ? el('section', { id: 'deployment-error', className: 'card' }, el('h2', {}, 'Error'), errorBlock(p.error)) : null,
     el('h2', {}, 'Operations'),
     operations.error ? el('p', { className: 'muted' }, 'Operations are not available: ' + operations.error.message)
-      : ops.length ? el('div', { className: 'table-wrap', id: 'operations' }, el('table', {},
+      : ops.length ? el('div', { className: 'table-wrap', id: 'operations' }, dataTable(
         el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Resource'), el('th', { scope: 'col', className: 'hide-narrow' }, 'Operation'),
           el('th', { scope: 'col' }, 'State'), el('th', { scope: 'col', className: 'hide-narrow' }, 'Status'), el('th', { scope: 'col' }, 'Message'),
           el('th', { scope: 'col', className: 'hide-narrow' }, 'Time'))),
