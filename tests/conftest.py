@@ -130,7 +130,8 @@ SLOW_MODULES_FIRST = (
     "tests/testing/test_kit.py",  # collected last otherwise
     "tests/e2e/test_secrets_at_rest.py",
     "tests/e2e/test_observability.py",
-    "tests/e2e/test_azure_cli.py",  # 30 s; the first run installs azure-cli first (75-170 s)
+    "tests/e2e/test_docs_examples.py",  # 60-90 s: every page's examples, the Azure CLI's among them
+    "tests/e2e/test_azure_cli.py",  # the first run installs azure-cli first (75-170 s)
 )
 
 
