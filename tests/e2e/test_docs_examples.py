@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from support.azure_cli import az_python
-from support.doc_blocks import Block, blocks, pages
+from support.doc_blocks import Block, blocks, pages, summary
 from support.doc_runner import MAKE_RUN, Namespace, PageRun
 from support.environment import REPO, missing
 from support.sdk_envs import REQUIREMENTS, sdk_pythons
@@ -72,23 +72,17 @@ def runnable_pages() -> list[Path]:
     return [page for page in pages() if any(block.kind == "run" for block in blocks(page))]
 
 
-def test_every_example_is_run_or_marked_illustrative(capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_example_is_run_or_marked_illustrative() -> None:
+    """The run's summary lists the counts (tests/conftest.py's pytest_terminal_summary)."""
     found = all_blocks()
     unknown = [f"{b.where} ({b.language or 'no info string'})" for b in found if b.kind == "unknown"]
     assert not unknown, (
         "blocks with no runner: give each its language (sh, python, js; json or text for data) or mark it "
         f"<!-- illustrative: why --> -> {unknown}"
     )
-    counts = Counter(block.kind for block in found)
-    with capsys.disabled():
-        print(
-            f"\ndocs examples: {len(found)} fenced blocks on {len(pages())} pages: {counts['run']} run, "
-            f"{counts['illustrative']} illustrative, {counts['data']} data"
-        )
-        for block in found:
-            if block.illustrative is not None:
-                print(f"  illustrative: {block.where}: {block.illustrative}")
-    assert counts["run"] >= 20  # the pages' examples are there to be read (a parser that finds none fails)
+    print(summary())
+    # The pages' examples are there to be run: a parser that found none would pass everything.
+    assert Counter(block.kind for block in found)["run"] >= 20
 
 
 def test_make_run_is_the_console_script() -> None:
@@ -166,7 +160,7 @@ def namespace() -> Namespace:
 
 
 @pytest.mark.parametrize("page", runnable_pages(), ids=str)
-def test_the_examples_of_a_page_run_as_written(page: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_examples_of_a_page_run_as_written(page: Path, tmp_path: Path) -> None:
     page_blocks = blocks(page)
     expected = EXPECTED.get(str(page), [])
     for needle, _ in expected:
@@ -193,8 +187,7 @@ def test_the_examples_of_a_page_run_as_written(page: Path, tmp_path: Path, capsy
     finally:
         run.close()
         run.namespace.close()
-    with capsys.disabled():
-        served = sum(1 for o in run.outcomes if o.block.serves is not None)
-        print(f"\n{page}: {len(run.outcomes)} blocks run ({served} left running in the background)")
-        for outcome in run.outcomes:
-            print(f"  {outcome.block.where} ({outcome.block.language}): {outcome.seconds:.1f} s")
+    served = sum(1 for o in run.outcomes if o.block.serves is not None)
+    print(f"{page}: {len(run.outcomes)} blocks run ({served} left running in the background)")
+    for outcome in run.outcomes:
+        print(f"  {outcome.block.where} ({outcome.block.language}): {outcome.seconds:.1f} s")

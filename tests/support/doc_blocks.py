@@ -12,6 +12,7 @@ A block's own first comment lines say what a reader needs for it, and the runner
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,3 +100,15 @@ def blocks(page: Path) -> list[Block]:
         )
         index += 1
     return found
+
+
+def summary() -> str:
+    """How many blocks the pages hold, run, illustrative (each with its reason) and data."""
+    found = [block for page in pages() for block in blocks(page)]
+    counts = Counter(block.kind for block in found)
+    lines = [
+        f"{len(found)} fenced blocks on {len(pages())} pages: {counts['run']} run, "
+        f"{counts['illustrative']} illustrative, {counts['data']} data"
+    ]
+    lines += [f"  illustrative: {b.where}: {b.illustrative}" for b in found if b.illustrative is not None]
+    return "\n".join(lines)
