@@ -62,12 +62,12 @@ bench: $(VENV)/.bench-deps
 		|| { echo "bench: nginx is needed as the HTTP target: sudo apt-get install nginx" >&2; exit 1; }
 	$(PY) bench/run.py $(ARGS)
 
-# The fault tests in their long form (README "Several processes"): one API and three dispatchers on a private
+# The fault tests in their long form (docs/several-processes.md): one API and three dispatchers on a private
 # PostgreSQL with 2,400 occurrences over four minutes, four kill -9s, two 12 s SIGSTOPs, the API killed under writes
 # and a database restart; 200,000 requests over kept-alive connections; 20 rounds of processes migrating an empty
 # database at once; a dispatcher frozen inside and just after a claim. One test at a time (-n 0): the figures they
-# print are the README's. About ten minutes. PostgreSQL must listen on 127.0.0.1:5432 and its server binaries be
-# installed (for the private server).
+# print are those of docs/several-processes.md. About ten minutes. PostgreSQL must listen on 127.0.0.1:5432 and
+# its server binaries be installed (for the private server).
 faults: $(VENV)/.test-deps
 	SCHEDULER_FAULTS_LONG=1 $(PY) -m pytest -n 0 -s -p no:cacheprovider tests/e2e/test_faults.py \
 		tests/e2e/test_keep_alive_load.py tests/e2e/test_frozen_dispatcher.py tests/store/test_startup_race.py $(PYTEST_ARGS)

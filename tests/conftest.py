@@ -130,10 +130,23 @@ SLOW_MODULES_FIRST = (
     "tests/testing/test_kit.py",  # collected last otherwise
     "tests/e2e/test_secrets_at_rest.py",
     "tests/e2e/test_observability.py",
-    "tests/e2e/test_azure_cli.py",  # 30 s; the first run installs azure-cli first (75-170 s)
+    "tests/e2e/test_docs_examples.py",  # 60-90 s: every page's examples, the Azure CLI's among them
+    "tests/e2e/test_azure_cli.py",  # the first run installs azure-cli first (75-170 s)
 )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {path: place for place, path in enumerate(SLOW_MODULES_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """After a run that included tests/e2e/test_docs_examples.py: how many of the pages' examples it ran and how
+    many are only illustrative (counted from the pages here, so that it shows under xdist too)."""
+    ran = [r for reports in terminalreporter.stats.values() for r in reports if hasattr(r, "nodeid")]
+    if not any(r.nodeid.startswith("tests/e2e/test_docs_examples.py::test_the_examples") for r in ran):
+        return
+    from support.doc_blocks import summary  # only when that module ran
+
+    terminalreporter.write_sep("-", "docs examples")
+    terminalreporter.write_line(summary())

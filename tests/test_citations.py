@@ -14,9 +14,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference"
-# Where the project's own text lives (README.md and the other docs/ pages are checked by their own tests).
-SCANNED = ("src", "tests", "migrations", "bench", "scripts", "docs/reference")
-SCANNED_FILES = ("Makefile", "Dockerfile", "pyproject.toml", "docker-compose.yml")
+# Where the project's own text lives (the links of the docs/ pages outside docs/reference/ are checked by
+# tests/test_docs_pages.py; their citations and "§" are checked here too).
+SCANNED = ("src", "tests", "migrations", "bench", "scripts", "docs")
+SCANNED_FILES = ("README.md", "Makefile", "Dockerfile", "pyproject.toml", "docker-compose.yml")
 SKIPPED_DIRS = {"__pycache__", "node_modules", ".venv", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
 TEXT_SUFFIXES = {".py", ".md", ".js", ".css", ".html", ".toml", ".ini", ".cfg", ".txt", ".sh", ".yml", ".yaml", ".mako"}
 
@@ -112,11 +113,6 @@ def test_every_link_of_a_reference_page_resolves(page: str) -> None:
             continue  # an external URL
         file, _, anchor = unquote(target).partition("#")
         path = (source.parent / file).resolve() if file else source
-        elsewhere_in_docs = path.is_relative_to(ROOT / "docs") and not path.is_relative_to(REFERENCE)
-        if elsewhere_in_docs and not path.is_file():
-            # The other docs/ pages (the README's reference pages, docs/differences.md) come from their own
-            # change; only an anchor into one that is there is checked here.
-            continue
         problem = unresolved(path, anchor or None)
         if problem:
             broken.append(f"{target}: {problem}")

@@ -20,7 +20,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = REPO / "docker-compose.yml"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-PROFILES = ("postgres", "servicebus")  # the ones the README documents; all must exist and validate
+PROFILES = ("postgres", "servicebus")  # the ones docs/docker.md documents; all must exist and validate
 IGNORED_ENVIRONMENT = (
     "SCHEDULER_IMAGE",
     "SERVICEBUS_IMAGE",

@@ -1,7 +1,7 @@
 """The generated HTTPS certificate vouches only for this server (docs/reference/security.md#the-generated-certificate):
-it is a leaf that Python (requests, azure-core), Node (``NODE_EXTRA_CA_CERTS``, as the README says) and curl accept as a
-trust anchor, and a certificate signed with its key for the same names is refused by each of them; an unconstrained CA
-left by an earlier version is replaced at start, with a log line saying why."""
+it is a leaf that Python (requests, azure-core), Node (``NODE_EXTRA_CA_CERTS``, as docs/clients.md says) and curl
+accept as a trust anchor, and a certificate signed with its key for the same names is refused by each of them; an
+unconstrained CA left by an earlier version is replaced at start, with a log line saying why."""
 
 from __future__ import annotations
 

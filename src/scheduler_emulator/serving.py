@@ -69,7 +69,7 @@ def serve(settings: Settings) -> None:
     if settings.auth_mode == "none" and not is_loopback(settings.host):
         say(
             f"WARNING: listening on {settings.host} (not loopback) with no inbound authentication: anyone who can "
-            "reach the port can create jobs. Set --auth-token or --auth-jwks (README, 'Running it exposed').",
+            "reach the port can create jobs. Set --auth-token or --auth-jwks (docs/running-exposed.md).",
             sys.stderr,
         )
     try:

@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 from support.certificates import key_pem, pem, self_signed
 from support.environment import REPO, missing
 from support.sdk_envs import sdk_pythons
-from support.server import EmulatorPool, ServerProcess
+from support.server import ServerProcess
 from support.waiting import wait_until
 
 CLIENTS = Path(__file__).parent / "clients"
@@ -571,54 +570,3 @@ def test_python_legacy_client_every_operation(legacy_python, server, names, targ
     assert results[1]["error"]["status"] == 404
     assert ok(results[2])["request_id"]
     assert results[3]["error"]["status"] == 404
-
-
-# --- the README's snippets, run as written (addresses swapped for this test's servers) -----------------
-
-
-def readme_snippet(marker: str) -> str:
-    text = (REPO / "README.md").read_text()
-    after = text.split(f"<!-- {marker}", 1)[1]
-    return after.split("```", 2)[1].split("\n", 1)[1]
-
-
-@pytest.fixture(scope="module")
-def snippet_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    """A plain-HTTP server (as `make run` starts) and an HTTPS one (`--https`), each with an empty store."""
-    with EmulatorPool() as pool:
-        plain = pool.start(tmp_path_factory.mktemp("snippet-http"), log_level="warning")
-        tls = pool.start(tmp_path_factory.mktemp("snippet-https"), https=True, log_level="warning")
-        yield plain, tls
-
-
-def test_the_readme_npm_snippet_works(node, snippet_servers) -> None:
-    plain, _ = snippet_servers
-    code = readme_snippet("classic-npm-snippet").replace("http://127.0.0.1:7480/", plain.url + "/")
-    done = subprocess.run([node, "-e", code], capture_output=True, text=True, timeout=SCRIPT_TIMEOUT, cwd=REPO)
-    assert done.returncode == 0, done.stderr[-3000:]
-    job_id, next_time = done.stdout.split()
-    assert job_id == "ping"
-    # no startTime: the first run is due at once
-    assert abs(datetime.fromisoformat(next_time.replace("Z", "+00:00")) - datetime.now(UTC)) < timedelta(minutes=1)
-    with plain.client() as client:
-        arm = client.get(
-            "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/my-service/providers"
-            "/Microsoft.Scheduler/jobCollections/my-jobs/jobs/ping",
-            params={"api-version": "2016-03-01"},
-        )
-    assert arm.json()["properties"]["recurrence"] == {"frequency": "minute", "interval": 5}  # the service's spelling
-
-
-def test_the_readme_python_legacy_snippet_works(legacy_python, snippet_servers) -> None:
-    _, tls = snippet_servers
-    code = (
-        readme_snippet("classic-python-snippet")
-        .replace('"data/tls/cert.pem"', repr(str(tls.cert_path)))
-        .replace('"127.0.0.1:7480"', repr(tls.url.removeprefix("https://")))
-    )
-    env = {k: v for k, v in os.environ.items() if k not in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")}
-    done = subprocess.run(
-        [str(legacy_python), "-c", code], capture_output=True, text=True, timeout=SCRIPT_TIMEOUT, env=env
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == "['ping']"

@@ -1,7 +1,7 @@
 """The dashboard (/_emulator/ui/) in a real browser: Debian's Chromium driven by Playwright (no browser
 download). Data is created through the ARM API, the page is used as a person would (links, buttons by
 their accessible names, forms, keyboard), and what the page shows is checked against the API. Two tests
-also take the README's screenshots (1280 and 390 px wide): into docs/screenshots/ with
+also take docs/dashboard.md's screenshots (1280 and 390 px wide): into docs/screenshots/ with
 SCHEDULER_UPDATE_SCREENSHOTS=1, else into pytest's temporary directory, so that a test run leaves the
 checkout as it found it."""
 
@@ -31,7 +31,7 @@ TIMEOUT_MS = 15_000
 
 @pytest.fixture(scope="module")
 def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the screenshots go: the README's folder only when asked to refresh them."""
+    """Where the screenshots go: docs/screenshots/ only when asked to refresh them."""
     if os.environ.get("SCHEDULER_UPDATE_SCREENSHOTS") == "1":
         return README_SCREENSHOTS
     return tmp_path_factory.mktemp("screenshots")

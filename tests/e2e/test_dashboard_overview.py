@@ -2,7 +2,7 @@
 Chromium driven by Playwright, against one emulator started with ``--clock virtual`` (time moves only when a
 test or the page says so, so every count below is known). Jobs fire at a real local target; what the page
 shows is checked against what the ARM API answers. Each test starts from ``POST /_emulator/reset``. Two
-tests also take the README's overview screenshots (see test_dashboard.py for where they go)."""
+tests also take docs/dashboard.md's overview screenshots (see test_dashboard.py for where they go)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ killed with SIGKILL and restarted, one frozen with SIGSTOP for over two leases, 
 writing, and PostgreSQL restarted — while one-time jobs fall due at a steady rate.
 
 The checker: no occurrence missing; an occurrence fired twice only if it was in flight in a dispatcher that was
-killed or frozen, and another took it over (at-least-once, README "Several processes"), each one listed; no write
+killed or frozen, and another took it over (at-least-once, docs/several-processes.md), each one listed; no write
 the API acknowledged is lost; every process alive and healthy at the end. Schedules are short and no assertion
 is on a duration; the figures (lateness around each fault, how long each recovery took) are printed.
 

@@ -1,8 +1,8 @@
 """The real Azure CLI for the tests, in its own virtual environment: ``azure-cli`` from PyPI, pinned, under
 ``.venv-az/`` in the repository root (git-ignored), created on first use the way support/sdk_envs.py creates the old
 SDKs' environments (keyed by the pin and the interpreter, locked, marked ready only when pip succeeded), so a
-second run reuses it. The first install downloads about 160 packages (README, "Using the Azure CLI and
-azure-identity", gives the time it took). When it cannot be made (no PyPI) the tests fail in CI (``CI=true``)
+second run reuses it. The first install downloads about 160 packages (docs/azure-cli.md gives the time it
+took). When it cannot be made (no PyPI) the tests fail in CI (``CI=true``)
 and are skipped locally."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def az_python() -> Path:
 @dataclass
 class AzureCli:
     """Runs ``az`` with its own configuration directory (``AZURE_CONFIG_DIR``) and the emulator's certificate
-    trusted (``REQUESTS_CA_BUNDLE``), as a user following the README would after exporting those two."""
+    trusted (``REQUESTS_CA_BUNDLE``), as a user following docs/azure-cli.md would after exporting those two."""
 
     python: Path
     config_dir: Path

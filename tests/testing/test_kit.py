@@ -272,11 +272,6 @@ def test_attach_mode_uses_a_separately_started_process(cluster: Cluster, target:
 # --- the pytest plugin, in a pytest run of its own ----------------------------------------------------
 
 
-def readme_example() -> str:
-    text = (REPO / "README.md").read_text()
-    return text.split("<!-- testing-example", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-
-
 # The test dependencies' own pytest plugins, which a user of the kit need not have: loading them cost each run
 # here ~2 s of CPU (schemathesis, hypothesis), four times the rest of its start. The kit's plugin still loads as
 # a user's run loads it, by its entry point.
@@ -294,13 +289,6 @@ def run_pytest(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
         cwd=directory,
         env=env,
     )
-
-
-def test_the_readme_example_passes_with_the_plugin(tmp_path: Path) -> None:
-    (tmp_path / "test_readme_example.py").write_text(readme_example())
-    done = run_pytest(tmp_path)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "1 passed" in done.stdout
 
 
 @pytest.mark.parametrize("cluster", ["sqlite"], indirect=True)
