@@ -402,16 +402,31 @@ def _dispatcher_owners(data_dir: Path) -> set[str]:
         return {owner for (owner,) in connection.execute("SELECT owner FROM dispatchers")}
 
 
-def test_a_second_server_on_a_taken_port_fails_at_once_and_touches_nothing_of_the_first(
+def test_a_started_server_says_where_its_api_and_dashboard_are_and_holds_its_port_alone(
     emulators, tmp_path: Path
 ) -> None:
-    """The port is bound before the store is opened or any process forked: the second start says why in one line
-    and starts nothing on the first one's data (no dispatcher of its own, nothing in its output)."""
+    """The start-up output names the API's and the dashboard's URLs. The port is bound before any process is forked,
+    and the forked children (the dispatcher's process and the action process it forks) close the socket they
+    inherit: none keeps the port open or takes a connection. A second server on that port is refused in one line
+    before it opens the store or starts any process: nothing of it runs on the first one's data."""
     data_dir = tmp_path / "data"
-    first = emulators.start(data_dir, "--dispatcher-process", "on", log_level="info")
+    first = emulators.start(data_dir, "--dispatcher-process", "on", "--action-process", "on")
+    assert f"Listening on {first.url} (the ARM and classic APIs)" in first.output
+    dashboard = f"Dashboard: {first.url}/_emulator/ui/"  # the line after "Listening on", where the kit returns
+    wait_until(lambda: dashboard in first.output, 30, lambda: f"{dashboard!r} in {first.log}")
     names = Names()
     create_collection(first, names)
+    with first.client() as client:
+        assert client.get("/_emulator/ui/").status_code == 200
+
     port = first.url.rsplit(":", 1)[1]
+    assert first.process is not None
+    children = children_of(first.process.pid)
+    descendants = children + [grandchild for child in children for grandchild in children_of(child)]
+    assert len(descendants) == 2, descendants  # the dispatcher's process and its action process
+    assert socket_owner(int(port), [first.process.pid]) == first.process.pid
+    assert socket_owner(int(port), descendants) is None
+
     owners = wait_until(lambda: _dispatcher_owners(data_dir), 30, "the first server's dispatcher row")
     for command in ([CONSOLE_SCRIPT], SAYING_EACH_PROCESS_STARTED):
         result = run_cli("--port", port, "--data-dir", str(data_dir), command=command)
@@ -419,34 +434,3 @@ def test_a_second_server_on_a_taken_port_fails_at_once_and_touches_nothing_of_th
         assert line.startswith(f"scheduler-emulator: error: port {port} on 127.0.0.1 is already in use"), line
     assert _dispatcher_owners(data_dir) == owners  # no dispatcher of the second ever ran on this store
     assert collection_status(first, names) == 200
-
-
-@pytest.mark.parametrize(
-    "processes",
-    [
-        ("--dispatcher-process", "on", "--action-process", "on"),
-        ("--dispatcher-process", "off", "--action-process", "on"),
-    ],
-    ids=["dispatcher and its action process", "action process"],
-)
-def test_only_the_services_process_holds_the_listening_socket(emulators, tmp_path: Path, processes) -> None:
-    """The forked children close the inherited listening socket: none of them keeps the port open or takes a
-    connection (the dispatcher's process, and the action process it forks; or the action process alone)."""
-    server = emulators.start(tmp_path, *processes)
-    port = int(server.url.rsplit(":", 1)[1])
-    assert server.process is not None
-    parent = server.process.pid
-    children = children_of(parent)
-    descendants = children + [grandchild for child in children for grandchild in children_of(child)]
-    assert len(descendants) == (2 if processes[1] == "on" else 1), descendants
-    assert socket_owner(port, [parent]) == parent
-    assert socket_owner(port, descendants) is None
-
-
-def test_the_start_up_output_names_the_api_and_the_dashboard(emulators, tmp_path: Path) -> None:
-    server = emulators.start(tmp_path)
-    assert f"Listening on {server.url} (the ARM and classic APIs)" in server.output
-    dashboard = f"Dashboard: {server.url}/_emulator/ui/"  # the line after "Listening on", where the kit returns
-    wait_until(lambda: dashboard in server.output, 30, lambda: f"{dashboard!r} in {server.log}")
-    with server.client() as client:
-        assert client.get("/_emulator/ui/").status_code == 200
