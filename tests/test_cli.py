@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import socket
+import sqlite3
 import ssl
 import subprocess
 import sys
@@ -13,12 +16,16 @@ from pathlib import Path
 import httpx
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from support.api_client import API
 from support.certificates import self_signed, write_pem_files
-from support.databases import PostgresDatabase, require_postgres
+from support.databases import TEST_SECRET_KEY, PostgresDatabase, require_postgres
+from support.environment import missing
 from support.names import Names
+from support.processes import children_of, socket_owner
 from support.server import ServerProcess
 from support.times import iso_seconds
+from support.waiting import wait_until
 
 
 def free_port() -> int:
@@ -38,14 +45,39 @@ def collection_status(server: ServerProcess, names: Names) -> int:
         return client.get(names.collection_path, params={"api-version": API}).status_code
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "scheduler_emulator", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=env,
-    )
+CONSOLE_SCRIPT = str(Path(sys.executable).parent / "scheduler-emulator")
+AS_MODULE = [sys.executable, "-m", "scheduler_emulator"]
+# ``python -m scheduler_emulator`` that says on stderr each process it starts (Python's audit events).
+SAYING_EACH_PROCESS_STARTED = [
+    sys.executable,
+    "-c",
+    "import runpy, sys\n"
+    "def said(event, args):\n"
+    "    if event in ('os.fork', 'os.forkpty', 'os.posix_spawn', 'subprocess.Popen'):\n"
+    "        print(f'process started: {event}', file=sys.__stderr__, flush=True)\n"
+    "sys.addaudithook(said)\n"
+    "runpy.run_module('scheduler_emulator', run_name='__main__', alter_sys=True)",
+]
+
+
+def run_cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    command: list[str] = AS_MODULE,
+    launcher: tuple[str, ...] = (),
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The command line run to its end (``command``: ``python -m scheduler_emulator`` or the console script)."""
+    return subprocess.run([*launcher, *command, *args], capture_output=True, text=True, timeout=60, env=env, cwd=cwd)
+
+
+def refused_in_one_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The one line a start refused for the user's input prints: exit status 2, no traceback, nothing started."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("scheduler-emulator: error: "), result.stderr
+    assert result.stdout == "", result.stdout  # no store line, no "Listening on": nothing was started
+    return lines[0]
 
 
 def test_host_flag_binds_the_given_interface(emulators, tmp_path: Path) -> None:
@@ -225,3 +257,180 @@ def test_missing_certificate_file_fails_at_start(tmp_path: Path) -> None:
     result = run_cli("--cert", str(tmp_path / "nope.pem"), "--key", str(tmp_path / "nope.key"), "--port", "0")
     assert result.returncode == 2
     assert "nope.pem does not exist" in result.stderr
+
+
+@pytest.mark.parametrize("command", [AS_MODULE, [CONSOLE_SCRIPT]], ids=["python -m", "console script"])
+def test_a_mistyped_flag_is_one_line_with_the_flag_meant_and_no_usage(command: list[str]) -> None:
+    line = refused_in_one_line(run_cli("--htps", "--prot", "8080", command=command))
+    assert line == (
+        "scheduler-emulator: error: unrecognized arguments: --htps --prot 8080 (did you mean --https, --port?); "
+        "see scheduler-emulator --help"
+    )
+    far_off = refused_in_one_line(run_cli("--xyzzy", command=command))
+    assert far_off == "scheduler-emulator: error: unrecognized arguments: --xyzzy; see scheduler-emulator --help"
+    bad_value = refused_in_one_line(run_cli("--log-level", "loud", command=command))
+    assert "invalid choice: 'loud'" in bad_value and bad_value.endswith("; see scheduler-emulator --help")
+
+
+def test_help_shows_the_defaults_the_service_uses(tmp_path: Path) -> None:
+    # argparse wraps the help to the terminal's width (COLUMNS), breaking long paths at hyphens: not here.
+    result = run_cli("--help", cwd=tmp_path, command=[CONSOLE_SCRIPT], env={**os.environ, "COLUMNS": "10000"})
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    for empty in ("default . ", "default None", "default False", "default True", "default ;"):
+        assert empty not in text + " ", empty
+    assert f"Env SCHEDULER_DATA_DIR; default ./data (here {tmp_path.resolve() / 'data'})." in text
+    assert "Env SCHEDULER_IN_MEMORY; default off." in text
+    assert "Env SCHEDULER_API; default on." in text
+    assert "Env SCHEDULER_SHUTDOWN_GRACE; default 10." in text
+    assert "Env SCHEDULER_MAX_BODY_BYTES; default 65536." in text
+    assert "Env SCHEDULER_CERT." in text  # unset: no default shown
+    assert "Env SCHEDULER_STORAGE_ENDPOINTS. Repeatable." in text  # empty: no default shown
+    assert result.stdout.startswith("usage: scheduler-emulator [FLAG ...]\n")
+
+
+def _sealed_store(path: Path) -> str:
+    """A SQLite store whose secrets were sealed with a key other than the one given to the emulator."""
+    from cryptography.fernet import Fernet
+
+    from scheduler_emulator.store.database import Database
+    from scheduler_emulator.store.secrets import SecretBox
+
+    url = f"sqlite:///{path}"
+    database = Database(url, SecretBox(Fernet.generate_key()))
+    database.migrate()
+    database.prepare_secrets()  # writes the check value of that key
+    database.dispose()
+    return url
+
+
+def _not_writable(directory: Path) -> tuple[str, ...]:
+    """Make ``directory`` unwritable for the emulator; the launcher that makes that hold for root too."""
+    directory.mkdir()
+    directory.chmod(0o500)
+    if os.geteuid() != 0:
+        return ()
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        missing("As root, the unwritable data directory test needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE.")
+    return (str(setpriv), "--bounding-set=-dac_override,-dac_read_search", "--")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "data dir is a file",
+        "data dir below a file",
+        "data dir not writable",
+        "port taken",
+        "host not here",
+        "certificate not PEM",
+        "key of another certificate",
+        "key encrypted",
+        "database unreachable",
+        "database URL unreadable",
+        "secret key of another store",
+    ],
+)
+def test_each_start_up_failure_is_one_line_naming_the_cause_and_the_fix(tmp_path: Path, case: str) -> None:
+    data_dir = tmp_path / "data"
+    args: list[str] = ["--port", "0"]
+    env = dict(os.environ)
+    launcher: tuple[str, ...] = ()
+    taken = None
+    cert, key, _ = _write_certificate(tmp_path)
+    if case == "data dir is a file":
+        data_dir.write_text("not a directory")
+        expected = f"--data-dir {data_dir} is a file, not a directory: name a directory"
+    elif case == "data dir below a file":
+        data_dir.write_text("not a directory")
+        data_dir = data_dir / "below"
+        expected = f"--data-dir {data_dir} cannot be created: part of its path is a file"
+    elif case == "data dir not writable":
+        launcher = _not_writable(data_dir)
+        expected = f"--data-dir {data_dir} is not writable by this user: make it writable"
+    elif case == "port taken":
+        taken = socket.create_server(("127.0.0.1", 0))
+        args = ["--port", str(taken.getsockname()[1])]
+        expected = f"port {args[1]} on 127.0.0.1 is already in use"
+    elif case == "host not here":
+        args += ["--host", "192.0.2.7"]  # TEST-NET-1: no machine's address
+        expected = "--host 192.0.2.7 is not an address of this machine"
+    elif case == "certificate not PEM":
+        (tmp_path / "junk.pem").write_text("not a certificate\n")
+        args += ["--cert", str(tmp_path / "junk.pem"), "--key", str(key)]
+        expected = f"--cert {tmp_path / 'junk.pem'} holds no PEM certificate"
+    elif case == "key of another certificate":
+        (tmp_path / "other").mkdir()
+        _, other_key, _ = _write_certificate(tmp_path / "other")
+        args += ["--cert", str(cert), "--key", str(other_key)]
+        expected = f"--key {other_key} is not the private key of the certificate --cert {cert}"
+    elif case == "key encrypted":
+        encrypted = tmp_path / "encrypted.key"
+        encrypted.write_bytes(
+            self_signed("x")[0].private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.BestAvailableEncryption(b"passphrase"),
+            )
+        )
+        args += ["--cert", str(cert), "--key", str(encrypted)]
+        expected = f"--key {encrypted} is encrypted with a passphrase: give it unencrypted"
+    elif case == "database unreachable":
+        args += ["--database-url", f"postgresql+psycopg://postgres:s3cret@127.0.0.1:{free_port()}/test"]
+        expected = "the database postgresql+psycopg://postgres:***@127.0.0.1:"
+    elif case == "database URL unreadable":
+        args += ["--database-url", "not a url:s3cret"]
+        expected = "--database-url is not a URL SQLAlchemy can read"
+    else:
+        args += ["--database-url", _sealed_store(tmp_path / "sealed.db")]
+        env["SCHEDULER_SECRET_KEY"] = TEST_SECRET_KEY
+        expected = "the secret key does not decrypt the secrets stored in"
+    try:
+        result = run_cli(*args, "--data-dir", str(data_dir), env=env, command=[CONSOLE_SCRIPT], launcher=launcher)
+    finally:
+        if taken is not None:
+            taken.close()
+    line = refused_in_one_line(result)
+    assert expected in line, line
+    assert "s3cret" not in result.stderr  # a password in the URL is never shown
+    assert "Traceback" not in result.stderr
+
+
+def _dispatcher_owners(data_dir: Path) -> set[str]:
+    with sqlite3.connect(data_dir / "scheduler.db") as connection:
+        return {owner for (owner,) in connection.execute("SELECT owner FROM dispatchers")}
+
+
+def test_a_started_server_says_where_its_api_and_dashboard_are_and_holds_its_port_alone(
+    emulators, tmp_path: Path
+) -> None:
+    """The start-up output names the API's and the dashboard's URLs. The port is bound before any process is forked,
+    and the forked children (the dispatcher's process and the action process it forks) close the socket they
+    inherit: none keeps the port open or takes a connection. A second server on that port is refused in one line
+    before it opens the store or starts any process: nothing of it runs on the first one's data."""
+    data_dir = tmp_path / "data"
+    first = emulators.start(data_dir, "--dispatcher-process", "on", "--action-process", "on")
+    assert f"Listening on {first.url} (the ARM and classic APIs)" in first.output
+    dashboard = f"Dashboard: {first.url}/_emulator/ui/"  # the line after "Listening on", where the kit returns
+    wait_until(lambda: dashboard in first.output, 30, lambda: f"{dashboard!r} in {first.log}")
+    names = Names()
+    create_collection(first, names)
+    with first.client() as client:
+        assert client.get("/_emulator/ui/").status_code == 200
+
+    port = first.url.rsplit(":", 1)[1]
+    assert first.process is not None
+    children = children_of(first.process.pid)
+    descendants = children + [grandchild for child in children for grandchild in children_of(child)]
+    assert len(descendants) == 2, descendants  # the dispatcher's process and its action process
+    assert socket_owner(int(port), [first.process.pid]) == first.process.pid
+    assert socket_owner(int(port), descendants) is None
+
+    owners = wait_until(lambda: _dispatcher_owners(data_dir), 30, "the first server's dispatcher row")
+    for command in ([CONSOLE_SCRIPT], SAYING_EACH_PROCESS_STARTED):
+        result = run_cli("--port", port, "--data-dir", str(data_dir), command=command)
+        line = refused_in_one_line(result)  # (one line: no process was started)
+        assert line.startswith(f"scheduler-emulator: error: port {port} on 127.0.0.1 is already in use"), line
+    assert _dispatcher_owners(data_dir) == owners  # no dispatcher of the second ever ran on this store
+    assert collection_status(first, names) == 200

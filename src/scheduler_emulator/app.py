@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from scheduler_emulator import __version__, stepping
 from scheduler_emulator.api import clock as clock_api
-from scheduler_emulator.api import dashboard, emulator, history, job_collections, jobs, overview
+from scheduler_emulator.api import dashboard, emulator, history, job_collections, jobs, overview, root
 from scheduler_emulator.api import resources as resources_api
 from scheduler_emulator.api.access import Authenticator, HostGuard
 from scheduler_emulator.api.classic.routes import ClassicRoute
@@ -175,6 +175,7 @@ def create_app(
     app.include_router(emulator.router)
     app.include_router(clock_api.router)
     app.include_router(dashboard.router)
+    app.include_router(root.router)  # a browser at / is led to the dashboard
     app.include_router(overview.router)
     app.include_router(emulator.metrics_router)
     install_error_handlers(app)

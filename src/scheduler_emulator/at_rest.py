@@ -35,6 +35,47 @@ OWN_FILES = (
 OWN_TLS_FILES = ("cert.pem", "key.pem")
 
 
+def uses_data_dir(settings: Settings) -> bool:
+    """Whether the service keeps files in ``--data-dir`` under ``settings``: the SQLite file, the secret key's
+    file, the generated HTTPS certificate or the token service's signing key."""
+    on_disk = not settings.in_memory
+    sqlite_file = on_disk and not settings.database_url
+    key_file = on_disk and settings.secret_key is None and settings.secret_key_file is None
+    certificate = settings.https and settings.cert is None
+    signing_key = settings.token_signing_key_file is None and bool(settings.principals or settings.principals_file)
+    return sqlite_file or key_file or certificate or signing_key
+
+
+def prepare_data_dir(settings: Settings) -> None:
+    """Create ``--data-dir`` (0700) when the service keeps files there, and check that it is a directory this
+    process can write: ConfigError, in one line naming the cause and the fix, if not. Run before anything else
+    writes there (make_files_private first)."""
+    if not uses_data_dir(settings):
+        return
+    directory = settings.data_dir
+    try:
+        directory.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    except FileExistsError:  # a file (or a link to one) is in the way
+        raise ConfigError(
+            f"--data-dir {directory} is a file, not a directory: name a directory (it is created if missing)"
+        ) from None
+    except NotADirectoryError:
+        raise ConfigError(
+            f"--data-dir {directory} cannot be created: part of its path is a file, not a directory; name another "
+            "directory"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"--data-dir {directory} cannot be created ({exc.strerror}): create it, or name a directory this user "
+            "may write in"
+        ) from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"--data-dir {directory} is not writable by this user: make it writable (chmod u+rwx), or name another "
+            "directory"
+        )
+
+
 def secure_data_dir(directory: Path) -> None:
     """Tighten what an earlier version left readable: the data directory and its tls/ 0700, the service's
     own files in them 0600. Nothing happens when the directory does not exist yet."""

@@ -6,6 +6,7 @@ import gc
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 
 @contextmanager
@@ -25,22 +26,34 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def refuse(exc: Exception) -> NoReturn:
+    """End a start that cannot work: one line on stderr (the cause and the fix), exit status 2."""
+    from scheduler_emulator.logs import say
+
+    say(f"scheduler-emulator: error: {exc}", sys.stderr)
+    raise SystemExit(2)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Read and check the flags and the environment first, then import the service: a start refused for a bad
     flag or value imports only the settings (pydantic), not the app and its dependencies (a fraction of the
-    cost of a start)."""
+    cost of a start). Every start-up failure a user can cause (a ConfigError, here or in serving.serve) ends the
+    process with one line and exit status 2, never a traceback."""
     with collector_paused():
         from scheduler_emulator.at_rest import check_given_secret_key
-        from scheduler_emulator.config import ConfigError, check_certificate_files, settings_from_args
-        from scheduler_emulator.logs import say
+        from scheduler_emulator.config import ConfigError, settings_from_args
+        from scheduler_emulator.tls import check_operator_certificate
 
         try:
             settings = settings_from_args(argv)
-            check_certificate_files(settings)
+            if settings.cert and settings.key:
+                check_operator_certificate(settings.cert, settings.key)
             check_given_secret_key(settings)
         except ConfigError as exc:
-            say(f"scheduler-emulator: error: {exc}", sys.stderr)
-            raise SystemExit(2) from None
+            refuse(exc)
         from scheduler_emulator.serving import serve
 
-    serve(settings)
+    try:
+        serve(settings)
+    except ConfigError as exc:
+        refuse(exc)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 from datetime import datetime
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, NoReturn, get_args
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -340,18 +341,52 @@ def load_settings(**overrides: object) -> Settings:
         raise ConfigError(problems) from None
 
 
+class FlagParser(argparse.ArgumentParser):
+    """argparse with a one-line error: the problem, a close match for a mistyped flag, and a pointer to
+    ``--help`` (not the whole usage, which is as long as the flag list)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}{self._hint(message)}; see {self.prog} --help\n")
+
+    def _hint(self, message: str) -> str:
+        """`` (did you mean --https?)`` for the unrecognized flags that are close to one of ours."""
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        flags = [name for name in self._option_string_actions if name.startswith("--")]
+        given = [word.split("=", 1)[0] for word in message.split(":", 1)[1].split() if word.startswith("-")]
+        close = [match for word in given for match in difflib.get_close_matches(word, flags, n=1, cutoff=0.6)]
+        return f" (did you mean {', '.join(dict.fromkeys(close))}?)" if close else ""
+
+
+def shown_default(name: str) -> str:
+    """How ``--help`` shows the default of the field ``name``: the value the service uses (on/off for a
+    switch, the data directory resolved against the current directory), nothing when it is unset."""
+    value = Settings.model_fields[name].default
+    if value is None or value == "":
+        return ""
+    if isinstance(value, bool):
+        text = "on" if value else "off"
+    elif isinstance(value, float):
+        text = f"{value:g}"
+    elif isinstance(value, Path):
+        text = f"{value if value.is_absolute() else f'./{value}'} (here {value.resolve()})"
+    else:
+        text = str(value)
+    return f"; default {text}".replace("%", "%%")  # argparse expands %-formats in help texts
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``scheduler-emulator`` command line; every flag maps onto a Settings field."""
     fields = Settings.model_fields
-    parser = argparse.ArgumentParser(
+    parser = FlagParser(
         prog="scheduler-emulator",
+        usage="%(prog)s [FLAG ...]",
         description="Azure Scheduler (Microsoft.Scheduler) emulator. Every flag can also be set with "
         "an environment variable SCHEDULER_<FLAG> (e.g. SCHEDULER_PORT=8443).",
     )
 
     def describe(name: str) -> str:
-        field = fields[name]
-        return f"{field.description} Env SCHEDULER_{name.upper()}; default {field.default!s}."
+        return f"{fields[name].description} Env SCHEDULER_{name.upper()}{shown_default(name)}."
 
     parser.add_argument("--host", help=describe("host"))
     parser.add_argument("--port", type=int, help=describe("port"))
@@ -440,14 +475,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--arm-foreign-resources", choices=list(get_args(ForeignResources)), help=describe("arm_foreign_resources")
     )
     return parser
-
-
-def check_certificate_files(settings: Settings) -> None:
-    """The operator's --cert and --key must name existing files (ConfigError if not), checked before start-up."""
-    if settings.https and settings.cert and settings.key:
-        for path in (settings.cert, settings.key):
-            if not path.is_file():
-                raise ConfigError(f"{path} does not exist")
 
 
 def settings_from_args(argv: list[str] | None = None) -> Settings:

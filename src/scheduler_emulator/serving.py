@@ -1,63 +1,107 @@
-"""The service's process (``scheduler-emulator``, once cli.py has read the flags): prepare HTTPS, check the store,
-run the server."""
+"""The service's process (``scheduler-emulator``, once cli.py has read the flags): bind the port, prepare the data
+directory and the store, fork the dispatcher's and action processes, run the server. Every start-up failure a user
+can cause is found before anything is forked and raised as a ConfigError (one line, exit status 2: cli.py)."""
 
 from __future__ import annotations
 
+import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import uvicorn
+from sqlalchemy import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from scheduler_emulator import __version__
 from scheduler_emulator.api.access import is_loopback
+from scheduler_emulator.api.root import DASHBOARD_PATH
 from scheduler_emulator.app import create_app
-from scheduler_emulator.at_rest import make_files_private, secret_key, secure_data_dir
+from scheduler_emulator.at_rest import make_files_private, prepare_data_dir, secret_key, secure_data_dir
 from scheduler_emulator.config import ConfigError, Settings
 from scheduler_emulator.connections import guarded_protocol
 from scheduler_emulator.dispatcher.action_process import ActionProcess
 from scheduler_emulator.dispatcher.action_process import wanted as action_process_wanted
 from scheduler_emulator.dispatcher.own_process import DispatcherProcess
 from scheduler_emulator.dispatcher.own_process import wanted as dispatcher_process_wanted
+from scheduler_emulator.listening import bind_listeners
 from scheduler_emulator.logs import configure_logging, say, stop_background_logging
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.secrets import SecretBox, SecretKeyMismatch
 from scheduler_emulator.tls import self_signed_certificate
 
 
-def check_secret_key(settings: Settings) -> None:
-    """Before serving: migrate the store and check that the secret key opens its secrets (ConfigError if
-    not), so that a wrong key stops start-up with a clear message instead of failing inside the server."""
+def check_store(settings: Settings) -> None:
+    """Before serving: open the store, migrate it and check that the secret key opens its secrets; ConfigError
+    (one line: the cause and the fix) when the store cannot be reached or used, or the key is not the one that
+    sealed its secrets. Nothing stays open: the processes forked next open their own connections."""
     if settings.in_memory:
         return
-    database = Database(settings.effective_database_url, SecretBox(secret_key(settings)))
     try:
+        where = make_url(settings.effective_database_url).render_as_string(hide_password=True)
+    except ArgumentError:
+        where = "?"  # refused below, unshown: an unreadable URL may hold a password anywhere
+    database: Database | None = None
+    try:
+        database = Database(settings.effective_database_url, SecretBox(secret_key(settings)))
         database.migrate()
         database.prepare_secrets()
     except SecretKeyMismatch:
         raise ConfigError(
-            "the secret key does not decrypt the secrets stored in "
-            f"{settings.effective_database_url.split('@')[-1]}: they were encrypted with another key. Start with "
-            "the key that wrote them (SCHEDULER_SECRET_KEY or --secret-key-file); every process sharing a "
-            "database must use the same key."
+            f"the secret key does not decrypt the secrets stored in {where}: they were encrypted with another key. "
+            "Start with the key that wrote them (SCHEDULER_SECRET_KEY or --secret-key-file); every process sharing "
+            "a database must use the same key."
+        ) from None
+    except DBAPIError as exc:
+        cause = " ".join(str(exc.orig).split()) if exc.orig is not None else type(exc).__name__
+        raise ConfigError(
+            f"the database {where} cannot be used ({cause[:300]}): check that it is running and reachable, and that "
+            "--database-url (SCHEDULER_DATABASE_URL) names it"
+        ) from None
+    except ArgumentError:
+        raise ConfigError(
+            "--database-url is not a URL SQLAlchemy can read: give sqlite:///PATH or "
+            "postgresql+psycopg://USER@HOST:PORT/DATABASE"
+        ) from None
+    except ImportError as exc:  # a dialect or driver that is not installed
+        raise ConfigError(
+            f"--database-url {where} needs a database driver that is not installed ({exc}): use SQLite "
+            "(sqlite:///PATH) or PostgreSQL (postgresql+psycopg://USER@HOST:PORT/DATABASE)"
         ) from None
     finally:
-        database.dispose()
+        if database is not None:
+            database.dispose()
+
+
+def prepare(settings: Settings) -> list[socket.socket]:
+    """Everything a start can fail on, in an order that touches nothing when it does: the port (bound and
+    listening), the data directory, the store. Returns the listening sockets; ConfigError on any failure."""
+    listeners = bind_listeners(settings.host, settings.port)
+    try:
+        make_files_private()
+        prepare_data_dir(settings)
+        secure_data_dir(settings.data_dir)
+        check_store(settings)
+    except BaseException:
+        for sock in listeners:
+            sock.close()
+        raise
+    return listeners
 
 
 def serve(settings: Settings) -> None:
-    """Run the service in the foreground until interrupted (``settings`` as cli.py read and checked them)."""
-    # Forked first, while this process runs one thread (see dispatcher/action_process.py). The dispatcher's
+    """Run the service in the foreground until interrupted (``settings`` as cli.py read and checked them);
+    ConfigError when it cannot start (see prepare)."""
+    listeners = prepare(settings)
+    # Forked next, while this process runs one thread (see dispatcher/action_process.py). The dispatcher's
     # process, when there is one, forks the action process of its own.
     dispatcher_process = DispatcherProcess.fork(settings) if dispatcher_process_wanted(settings) else None
     wants_actions = dispatcher_process is None and action_process_wanted(settings)
     action_process = ActionProcess.fork(settings) if wants_actions else None
     configure_logging(settings.log_level, settings.log_format)
-    make_files_private()
-    secure_data_dir(settings.data_dir)
     ssl: dict[str, str] = {}
     if settings.https:
-        if settings.cert and settings.key:  # both exist: cli.py checked them (config.check_certificate_files)
+        if settings.cert and settings.key:  # cli.py checked them (tls.check_operator_certificate)
             cert, key = settings.cert, settings.key
         else:
             cert, key = self_signed_certificate(settings.data_dir / "tls", settings.host)
@@ -72,12 +116,7 @@ def serve(settings: Settings) -> None:
             "reach the port can create jobs. Set --auth-token or --auth-jwks (docs/running-exposed.md).",
             sys.stderr,
         )
-    try:
-        app = create_app(settings, action_process=action_process, dispatcher_process=dispatcher_process)
-        check_secret_key(settings)
-    except ConfigError as exc:
-        say(f"scheduler-emulator: error: {exc}", sys.stderr)
-        raise SystemExit(2) from None
+    app = create_app(settings, action_process=action_process, dispatcher_process=dispatcher_process)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -97,11 +136,15 @@ def serve(settings: Settings) -> None:
 
     async def startup(sockets: object = None) -> None:
         await original_startup(sockets)  # type: ignore[arg-type]
+        urls = []
         for listener in server.servers:
             for sock in listener.sockets:
                 host, port = sock.getsockname()[:2]
-                shown = f"[{host}]" if ":" in host else host
-                say(f"Listening on {scheme}://{shown}:{port}")
+                urls.append(f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}")
+        for url in urls:
+            say(f"Listening on {url}" + (" (the ARM and classic APIs)" if settings.api else " (health and metrics)"))
+        if settings.api and urls:
+            say(f"Dashboard: {urls[0]}{DASHBOARD_PATH}")
 
     server.startup = startup  # type: ignore[method-assign]
     original_capture_signals = server.capture_signals
@@ -118,6 +161,6 @@ def serve(settings: Settings) -> None:
 
     server.capture_signals = capture_signals  # type: ignore[method-assign]
     try:
-        server.run()
+        server.run(sockets=listeners)
     finally:
         stop_background_logging()

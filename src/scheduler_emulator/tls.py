@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import ssl
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,10 +23,49 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from scheduler_emulator.config import ConfigError
+
 log = logging.getLogger("scheduler_emulator.tls")
 
 COMMON_NAME = "azure-scheduler-emulator"
 VALIDITY = timedelta(days=825)  # the longest validity Apple's clients accept for a TLS server certificate
+
+
+def check_operator_certificate(cert: Path, key: Path) -> None:
+    """``--cert`` and ``--key`` must be a PEM certificate and its unencrypted private key, as the server will load
+    them (ConfigError naming the file at fault and the fix if not): checked before anything starts."""
+    for flag, path in (("--cert", cert), ("--key", key)):
+        if not path.exists():
+            raise ConfigError(f"{flag} {path} does not exist: give the path of the PEM file")
+        try:
+            path.read_bytes()
+        except IsADirectoryError:
+            raise ConfigError(f"{flag} {path} is a directory: give the path of the PEM file") from None
+        except OSError as exc:
+            raise ConfigError(f"{flag} {path} cannot be read ({exc.strerror}): make it readable by this user") from None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_verify_locations(cafile=str(cert))
+    except ssl.SSLError:
+        raise ConfigError(
+            f"--cert {cert} holds no PEM certificate (-----BEGIN CERTIFICATE-----): give the certificate file"
+        ) from None
+    try:
+        # An empty password: an encrypted key fails here instead of OpenSSL asking for one on the terminal.
+        context.load_cert_chain(str(cert), str(key), password=b"")
+    except ssl.SSLError as exc:
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            raise ConfigError(
+                f"--key {key} is not the private key of the certificate --cert {cert}: give the key it was issued for"
+            ) from None
+        if b"ENCRYPTED" in key.read_bytes():
+            raise ConfigError(
+                f"--key {key} is encrypted with a passphrase: give it unencrypted "
+                f"(e.g. openssl pkey -in {key} -out key.pem)"
+            ) from None
+        raise ConfigError(
+            f"--key {key} holds no PEM private key (-----BEGIN PRIVATE KEY-----): give the certificate's key file"
+        ) from None
 
 
 def self_signed_certificate(directory: Path, host: str) -> tuple[Path, Path]:

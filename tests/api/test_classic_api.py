@@ -5,6 +5,7 @@ store shared with ARM. The official clients drive the same server in tests/e2e/t
 from __future__ import annotations
 
 import base64
+import json
 import re
 import uuid
 import xml.etree.ElementTree as ET
@@ -63,6 +64,36 @@ def test_a_wrong_api_version_is_refused_and_none_is_fine(classic: Classic) -> No
     assert classic.call("GET", classic.collection_path()).status_code == 200
     response = classic.call("GET", classic.collection_path(), params={"api-version": "2016-03-01"})
     assert_xml_error(response, 400, "BadRequest")
+
+
+def test_the_preview_api_version_of_blog_era_clients_is_answered_as_2014_04_01(classic: Classic) -> None:
+    """2013-10-31_Preview, with the x-ms-version a February 2014 PowerShell walk-through sent (2013-08-01): the
+    collection, the job calls it made (list, get, patch) and the rest of a job's life answer as with 2014-04-01."""
+    classic.create_collection()
+    blog = {"x-ms-version": "2013-08-01", "content-type": "application/json; charset=utf-8"}
+
+    def preview(method: str, path: str, body: Any = None, version: str = "2013-10-31_Preview") -> httpx.Response:
+        content = None if body is None else json.dumps(body).encode()
+        return classic.call(method, path, content, params={"api-version": version}, headers=blog)
+
+    collection = preview("GET", classic.collection_path())
+    assert collection.status_code == 200, collection.text
+    assert text(xml(collection), "Name") == classic.collection
+    start = future()
+    created = preview("PUT", classic.jobs_path + "/send_newsletter", job(start))
+    assert created.status_code == 201, created.text
+    assert preview("GET", classic.jobs_path).json() == classic.job_call("GET", classic.jobs_path).json()
+    got = preview("GET", classic.jobs_path + "/send_newsletter")
+    assert got.status_code == 200 and got.json()["startTime"] == start
+    patched = preview("PATCH", classic.jobs_path + "/send_newsletter", {"state": "Disabled"})
+    assert patched.status_code == 200, patched.text
+    assert classic.job_call("GET", classic.jobs_path + "/send_newsletter").json()["state"] == "disabled"
+    assert preview("GET", classic.jobs_path + "/send_newsletter/history").json() == []
+    assert preview("GET", classic.jobs_path + "/send_newsletter", version="2013-10-31_PREVIEW").status_code == 200
+    refused = preview("GET", classic.jobs_path, version="2013-10-30_Preview")
+    assert "2013-10-31_Preview" in assert_json_error(refused, 400, "BadRequest")
+    assert preview("DELETE", classic.jobs_path + "/send_newsletter").status_code == 200
+    assert classic.job_call("GET", classic.jobs_path + "/send_newsletter").status_code == 404
 
 
 def test_paths_match_in_any_case_with_or_without_tilde_and_trailing_slash(classic: Classic) -> None:

@@ -26,7 +26,7 @@ LONG = os.environ.get("SCHEDULER_FAULTS_LONG", "") not in ("", "0")  # make faul
 PROCESSES = 4
 ROUNDS = 20 if LONG else 4
 
-# What the server does at start (cli.check_secret_key, then the app's lifespan), for each round: say it is ready
+# What the server does at start (serving.check_store, then the app's lifespan), for each round: say it is ready
 # (a file), wait for that round's barrier file, which holds the database URL, then migrate. Bounded waits.
 START = """
 import os, sys, time

@@ -26,10 +26,10 @@ log = logging.getLogger("scheduler_emulator.api")
 JWT_ALGORITHMS = ["RS256", "ES256"]
 JWT_LEEWAY_SECONDS = 60  # clock skew tolerated on exp/nbf/iat
 JWKS_CACHE_SECONDS = 300
-# Open without a token: health, and the dashboard's page and assets (they hold no data; the page asks for the
-# token and sends it with every API call).
+# Open without a token: health, the dashboard's page and assets (they hold no data; the page asks for the
+# token and sends it with every API call), and / (which leads a browser to that page).
 OPEN_PATHS = frozenset(
-    {"/_emulator/health", "/_emulator/ui", "/_emulator/ui/", "/_emulator/ui/app.js", "/_emulator/ui/app.css"}
+    {"/", "/_emulator/health", "/_emulator/ui", "/_emulator/ui/", "/_emulator/ui/app.js", "/_emulator/ui/app.css"}
 )
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 

@@ -23,6 +23,12 @@ NS = "http://schemas.microsoft.com/windowsazure"
 XI = "http://www.w3.org/2001/XMLSchema-instance"
 XML_TYPE = "application/xml; charset=utf-8"
 API_VERSION = "2014-04-01"
+# The api-version of the Scheduler's preview (late 2013 to early 2014), still in blog-era samples: a February
+# 2014 PowerShell walk-through read a collection, listed, read and patched jobs through
+# management.core.windows.net with it (x-ms-version 2013-08-01) and got answers of the 2014-04-01 shapes. It is
+# answered here as 2014-04-01, the only wire this surface has. No other preview version is on the public record.
+PREVIEW_API_VERSIONS = ("2013-10-31_Preview",)
+ACCEPTED_API_VERSIONS = frozenset(version.lower() for version in (API_VERSION, *PREVIEW_API_VERSIONS))
 OLDEST_VERSION = "2013-03-01"  # what the npm clients send on every request
 MAX_DEPTH = 8  # the deepest classic request body (Resource/IntrinsicSettings/Quota/MaxRecurrence/...) has 4
 _DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
@@ -64,7 +70,8 @@ def not_found(message: str) -> ClassicError:
 
 
 def check_versions(request: Request) -> None:
-    """``x-ms-version`` required, any ``YYYY-MM-DD`` from 2013-03-01 on; ``api-version`` optional, 2014-04-01."""
+    """``x-ms-version`` required, any ``YYYY-MM-DD`` from 2013-03-01 on; ``api-version`` optional, 2014-04-01 or
+    the preview's 2013-10-31_Preview (any case), which is answered as 2014-04-01."""
     version = request.headers.get("x-ms-version", "").strip()
     if not _DATE.match(version) or version < OLDEST_VERSION:
         shown = version[:40].encode("unicode_escape").decode("ascii")
@@ -74,8 +81,11 @@ def check_versions(request: Request) -> None:
             f"The x-ms-version header is missing or invalid ('{shown}'); send a date from {OLDEST_VERSION} on.",
         )
     api_version = request.query_params.get("api-version")
-    if api_version is not None and api_version != API_VERSION:
-        raise bad_request(f"The api-version '{api_version[:40]}' is invalid; the classic API is {API_VERSION}.")
+    if api_version is not None and api_version.lower() not in ACCEPTED_API_VERSIONS:
+        raise bad_request(
+            f"The api-version '{api_version[:40]}' is invalid; the classic API is {API_VERSION} "
+            f"(or the preview's {', '.join(PREVIEW_API_VERSIONS)})."
+        )
 
 
 def equality_filter(request: Request, fields: Iterable[str], values: Iterable[str]) -> str | None:
