@@ -170,3 +170,41 @@ def test_another_dispatcher_resumes_the_retries_left_by_one_that_stopped(start, 
         _, owner = _occurrence(url, "flaky")
         assert other.process is not None and owner is not None and f":{other.process.pid}:" in owner
         assert any(HANDED_BACK in line for line in other.output), other.log_tail()
+
+
+def test_a_stop_in_the_error_actions_retries_resumes_the_error_action(start, target, tmp_path_factory) -> None:
+    names = Names()
+    main, error = f"/fail/{names.collection}/main", f"/fail/{names.collection}/error"
+    with fresh_database("sqlite", tmp_path_factory) as url:
+        first = start(url)
+        with first.client() as client:
+            create_job(
+                client,
+                names,
+                "flaky",
+                {
+                    "type": "Http",
+                    "request": {"uri": target.url(main), "method": "POST"},
+                    "retryPolicy": {"retryType": "Fixed", "retryCount": 1, "retryInterval": f"PT{INTERVAL}S"},
+                    "errorAction": {
+                        "type": "Http",
+                        "request": {"uri": target.url(error), "method": "POST"},
+                        "retryPolicy": {"retryType": "Fixed", "retryCount": 2, "retryInterval": f"PT{INTERVAL}S"},
+                    },
+                },
+            )
+        target.wait_for(1, 30, error)  # the main action gave up; the error action's first attempt failed
+        _stop(first, signal.SIGTERM)
+        with start(url).client() as client:
+            job = _faulted(client, names)
+            wait_until(lambda: len(job_history(client, names, "flaky")) == 5, 20, "the error action's last retry")
+            entries = list(reversed(job_history(client, names, "flaky")))
+        assert (len(target.requests(main)), len(target.requests(error))) == (2, 3)
+        assert [(e["actionName"], e["retryCount"]) for e in entries] == [
+            ("MainAction", 0),
+            ("MainAction", 1),
+            ("ErrorAction", 0),
+            ("ErrorAction", 1),
+            ("ErrorAction", 2),
+        ]
+        assert job["status"]["faultedCount"] == 1
