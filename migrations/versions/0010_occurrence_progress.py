@@ -24,9 +24,18 @@ def upgrade() -> None:
         "job_occurrences", sa.Column("attempts_made", sa.Integer(), nullable=False, server_default=sa.text("0"))
     )
     op.add_column("job_occurrences", sa.Column("retry_at", sa.DateTime(timezone=True), nullable=True))
+    # Only the occurrences with a retry pending: what the dashboard lists by time.
+    op.create_index(
+        "ix_job_occurrences_retry_at",
+        "job_occurrences",
+        ["retry_at"],
+        sqlite_where=sa.text("retry_at IS NOT NULL"),
+        postgresql_where=sa.text("retry_at IS NOT NULL"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_job_occurrences_retry_at", table_name="job_occurrences")
     with op.batch_alter_table("job_occurrences") as batch_op:
         batch_op.drop_column("retry_at")
         batch_op.drop_column("attempts_made")

@@ -540,3 +540,29 @@ def test_a_group_page_lists_its_deployments_and_a_deployment_page_shows_state_er
     shown.get_by_role("link", name="jc-dep2", exact=True).click()  # an operation's collection opens its page
     page.wait_for_url("**/#/c/**")
     expect(page.get_by_role("heading", name="jc-dep2")).to_be_visible()
+
+
+def test_a_job_waiting_to_retry_shows_the_retry_as_its_next_run(page: Any, world: World, target: TargetServer) -> None:
+    world.create_collection("jc-retry")
+    target.respond("/down", status=500, body="down")
+    properties = http_job(target.url("/down"), world.now() + timedelta(minutes=1), {"frequency": "Minute"})
+    properties["action"]["retryPolicy"] = {"retryType": "Fixed", "retryCount": 2, "retryInterval": "PT5M"}
+    world.put_job("jc-retry", "retrying", properties)
+    world.advance("PT2M")  # the first attempt fails; its retry is due 5 minutes after it, past the next instant
+    [tried] = world.history("jc-retry", "retrying")
+    retry_at = parse(tried["endTime"]) + timedelta(minutes=5)
+    [job] = world.jobs("jc-retry")
+    assert parse(job["properties"]["status"]["nextExecutionTime"]) < retry_at  # what the schedule alone says
+
+    page.goto(world.ui())
+    item = page.locator("#next-up li").filter(has=page.get_by_role("link", name="retrying", exact=True))
+    expect(item).to_have_count(1)
+    assert parse(item.locator("time").get_attribute("datetime") or "") == retry_at
+    page.goto(world.job_page("jc-retry", "retrying"))
+    expect(page.get_by_role("heading", name="retrying")).to_be_visible()
+    runs = [parse(t or "") for t in page.locator("#next-runs time").evaluate_all("ts => ts.map(t => t.dateTime)")]
+    # The retry, then the schedule's instants after it (those due before it are skipped when the occurrence ends).
+    assert runs[0] == retry_at and all(later > retry_at for later in runs[1:]) and len(runs) == 3, runs
+
+    world.advance("PT15M")  # both retries run: no occurrence is left waiting for the next test's clock
+    assert [entry["retryCount"] for entry in world.history("jc-retry", "retrying")][-3:] == [2, 1, 0]

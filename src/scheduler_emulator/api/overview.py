@@ -61,10 +61,17 @@ async def overview(request: Request) -> Response:
             name: _window(session, tally, name=name, moment=moment, width=width, slots=slots)
             for name, width, slots in WINDOWS
         }
-        upcoming = [
-            {"time": isoformat_z(job.next_execution_time), "job": _ref(collection, job), "state": job.state}
+        # A job with a retry pending runs next at that retry's time, whatever its schedule says meanwhile.
+        runs = [(due, job, collection) for job, collection, due in queries.pending_retries(session, NEXT_RUNS)]
+        runs += [
+            (job.next_execution_time, job, collection)
             for job, collection in queries.next_runs(session, NEXT_RUNS)
             if job.next_execution_time is not None
+        ]
+        runs.sort(key=lambda run: (run[0], run[1].id))
+        upcoming = [
+            {"time": isoformat_z(due), "job": _ref(collection, job), "state": job.state}
+            for due, job, collection in runs[:NEXT_RUNS]
         ]
         failing = [_failing(collection, job, last) for job, collection, last in queries.failing_jobs(session, FAILING)]
         return {
