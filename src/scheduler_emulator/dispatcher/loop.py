@@ -523,7 +523,8 @@ def _log_takeovers(claims: Sequence[Claim]) -> None:
     taken = [claim for claim in claims if claim.resumed is not None and not claim.resumed.handed_back]
     if handed_back:
         log.info(
-            "resumed %d occurrence(s) handed back by a dispatcher that stopped, each where it got: %s",
+            "resumed %d occurrence(s) handed back by a dispatcher that stopped, each where it got (an attempt it "
+            "cut off after its --shutdown-grace is sent again): %s",
             len(handed_back),
             _listed(handed_back),
         )
