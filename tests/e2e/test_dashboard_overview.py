@@ -563,6 +563,9 @@ def test_a_job_waiting_to_retry_shows_the_retry_as_its_next_run(page: Any, world
     runs = [parse(t or "") for t in page.locator("#next-runs time").evaluate_all("ts => ts.map(t => t.dateTime)")]
     # The retry, then the schedule's instants after it (those due before it are skipped when the occurrence ends).
     assert runs[0] == retry_at and all(later > retry_at for later in runs[1:]) and len(runs) == 3, runs
+    page.goto(world.ui("#/jobs?q=retrying"))
+    expect(page.locator("#results tbody tr")).to_have_count(1)
+    assert parse(page.locator("#results tbody tr time").get_attribute("datetime") or "") == retry_at
 
     world.advance("PT15M")  # both retries run: no occurrence is left waiting for the next test's clock
     assert [entry["retryCount"] for entry in world.history("jc-retry", "retrying")][-3:] == [2, 1, 0]

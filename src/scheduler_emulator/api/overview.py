@@ -106,8 +106,9 @@ async def search(request: Request) -> Response:
         )
         shown = found[:SEARCH_LIMIT]
         latest = repo.latest_history(session, [job.id for job, _ in shown])
+        retries = queries.retries_of(session, [job.id for job, _ in shown])
         return {
-            "value": [_found(collection, job, latest.get(job.id)) for job, collection in shown],
+            "value": [_found(collection, job, latest.get(job.id), retries.get(job.id)) for job, collection in shown],
             "truncated": len(found) > SEARCH_LIMIT,
         }
 
@@ -210,17 +211,21 @@ def _failing(collection: JobCollectionRow, job: JobRow, last: JobHistoryRow | No
     }
 
 
-def _found(collection: JobCollectionRow, job: JobRow, last: JobHistoryRow | None) -> dict[str, Any]:
+def _found(
+    collection: JobCollectionRow, job: JobRow, last: JobHistoryRow | None, retry_at: datetime | None
+) -> dict[str, Any]:
+    """``retry_at``: when the retry pending for the job is due (its next run), None when none is."""
     action = job.definition.get("action") or {}
+    next_run = retry_at
+    if next_run is None and job.state == "Enabled" and collection.state == "Enabled":
+        next_run = job.next_execution_time
     found: dict[str, Any] = {
         "job": _ref(collection, job),
         "state": job.state,
         "actionType": action.get("type"),
         "target": _target(action),
         "schedule": describe_schedule(job.definition),
-        "nextRun": isoformat_z(job.next_execution_time)
-        if job.next_execution_time is not None and job.state == "Enabled" and collection.state == "Enabled"
-        else None,
+        "nextRun": isoformat_z(next_run) if next_run is not None else None,
     }
     if last is not None:
         found["lastOutcome"] = {"status": last.status, "time": isoformat_z(last.start_time), "message": last.message}
