@@ -567,5 +567,12 @@ def test_a_job_waiting_to_retry_shows_the_retry_as_its_next_run(page: Any, world
     expect(page.locator("#results tbody tr")).to_have_count(1)
     assert parse(page.locator("#results tbody tr time").get_attribute("datetime") or "") == retry_at
 
-    world.advance("PT15M")  # both retries run: no occurrence is left waiting for the next test's clock
-    assert [entry["retryCount"] for entry in world.history("jc-retry", "retrying")][-3:] == [2, 1, 0]
+    # Disabled, the job starts no new occurrence; its retries still run: none is left waiting for the clock of the
+    # tests that follow (a retry of a job their reset removed would still be sent, and counted in their advance).
+    disabled = world.http.patch(
+        f"{world.collection_path('jc-retry')}/jobs/retrying", json={"properties": {"state": "Disabled"}}
+    )
+    assert disabled.status_code == 200, disabled.text
+    world.advance("PT15M")
+    entries = world.history("jc-retry", "retrying")
+    assert [(entry["status"], entry["retryCount"]) for entry in entries] == [("Failed", n) for n in (2, 1, 0)]
