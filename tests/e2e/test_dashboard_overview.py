@@ -576,3 +576,39 @@ def test_a_group_page_lists_its_deployments_and_a_deployment_page_shows_state_er
     shown.get_by_role("link", name="jc-dep2", exact=True).click()  # an operation's collection opens its page
     page.wait_for_url("**/#/c/**")
     expect(page.get_by_role("heading", name="jc-dep2")).to_be_visible()
+
+
+def test_a_job_waiting_to_retry_shows_the_retry_as_its_next_run(page: Any, world: World, target: TargetServer) -> None:
+    world.create_collection("jc-pending")
+    target.respond("/down", status=500, body="down")
+    properties = http_job(target.url("/down"), world.now() + timedelta(minutes=1), {"frequency": "Minute"})
+    properties["action"]["retryPolicy"] = {"retryType": "Fixed", "retryCount": 2, "retryInterval": "PT5M"}
+    world.put_job("jc-pending", "retrying", properties)
+    world.advance("PT2M")  # the first attempt fails; its retry is due 5 minutes after it, past the next instant
+    [tried] = world.history("jc-pending", "retrying")
+    retry_at = parse(tried["endTime"]) + timedelta(minutes=5)
+    [job] = world.jobs("jc-pending")
+    assert parse(job["properties"]["status"]["nextExecutionTime"]) < retry_at  # what the schedule alone says
+
+    page.goto(world.ui())
+    item = page.locator("#next-up li").filter(has=page.get_by_role("link", name="retrying", exact=True))
+    expect(item).to_have_count(1)
+    assert parse(item.locator("time").get_attribute("datetime") or "") == retry_at
+    page.goto(world.job_page("jc-pending", "retrying"))
+    expect(page.get_by_role("heading", name="retrying")).to_be_visible()
+    runs = [parse(t or "") for t in page.locator("#next-runs time").evaluate_all("ts => ts.map(t => t.dateTime)")]
+    # The retry, then the schedule's instants after it (those due before it are skipped when the occurrence ends).
+    assert runs[0] == retry_at and all(later > retry_at for later in runs[1:]) and len(runs) == 3, runs
+    page.goto(world.ui("#/jobs?q=retrying"))
+    expect(page.locator("#results tbody tr")).to_have_count(1)
+    assert parse(page.locator("#results tbody tr time").get_attribute("datetime") or "") == retry_at
+
+    # Disabled, the job starts no new occurrence; its retries still run: none is left waiting for the clock of the
+    # tests that follow (a retry of a job their reset removed would still be sent, and counted in their advance).
+    disabled = world.http.patch(
+        f"{world.collection_path('jc-pending')}/jobs/retrying", json={"properties": {"state": "Disabled"}}
+    )
+    assert disabled.status_code == 200, disabled.text
+    world.advance("PT15M")
+    entries = world.history("jc-pending", "retrying")
+    assert [(entry["status"], entry["retryCount"]) for entry in entries] == [("Failed", n) for n in (2, 1, 0)]

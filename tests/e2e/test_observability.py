@@ -254,7 +254,7 @@ def test_shutdown_releases_an_occurrence_waiting_to_retry(start, target: TargetS
             {
                 "type": "Http",
                 "request": {"uri": target.url("/flaky"), "method": "GET"},
-                "retryPolicy": {"retryType": "Fixed", "retryCount": 2, "retryInterval": "PT30S"},
+                "retryPolicy": {"retryType": "Fixed", "retryCount": 2, "retryInterval": "PT10S"},
             },
         )
     target.wait_for(1, 10, "/flaky")
@@ -264,5 +264,14 @@ def test_shutdown_releases_an_occurrence_waiting_to_retry(start, target: TargetS
     server.process.send_signal(signal.SIGTERM)
     _assert_clean_exit(server)
     assert time.monotonic() - began < 8, "a retry wait does not hold the shutdown up"
-    start()  # the released occurrence is resumed at once, not after its lease would have expired
-    target.wait_for(2, 10, "/flaky")
+    restarted = start()
+    # The released occurrence resumes with its retry at the retry's time (10 s after the first attempt ended: a
+    # lower bound), not after the stopped server's lease (30 s) would have run out, nor from its first attempt.
+    first, retry = target.wait_for(2, 25, "/flaky")
+    with restarted.client() as client:
+        entries = wait_history(client, names.job_path("flaky"), 2, 10)
+    assert [(e["properties"]["status"], e["properties"]["retryCount"]) for e in entries] == [
+        ("Completed", 1),
+        ("Failed", 0),
+    ]
+    assert retry.wall >= first.wall + timedelta(seconds=10)

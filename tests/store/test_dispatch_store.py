@@ -3,6 +3,7 @@ SQLite and on PostgreSQL. Time is passed in (and a fixed clock object for comple
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from scheduler_emulator.domain.states import ActionName, AttemptStatus, JobState
 from scheduler_emulator.schemas.job import JobProperties
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatch_port import DispatchStore
-from scheduler_emulator.store.dispatch_records import AttemptRecord, Completion, NewOccurrence
+from scheduler_emulator.store.dispatch_records import AttemptRecord, Completion, NewOccurrence, Progress, Resumption
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
 
 LEASE = timedelta(seconds=30)
@@ -60,6 +61,16 @@ class World:
     def history(self, job_id: int) -> list[Any]:
         with self.database.session() as session:
             return list(session.scalars(select(JobHistoryRow).where(JobHistoryRow.job_id == job_id)))
+
+    def occurrence(self, occurrence_id: int) -> tuple[str | None, int, datetime | None]:
+        """How far the occurrence got, as stored: (pending action, attempts made, retry due at)."""
+        with self.database.session() as session:
+            row = session.execute(
+                select(OccurrenceRow.pending_action, OccurrenceRow.attempts_made, OccurrenceRow.retry_at).where(
+                    OccurrenceRow.id == occurrence_id
+                )
+            ).one()
+            return row.pending_action, row.attempts_made, row.retry_at
 
     def update(self, job_id: int, **values: Any) -> None:
         with self.database.session() as session:
@@ -142,6 +153,7 @@ def test_an_expired_lease_lets_another_owner_take_the_occurrence_over(world: Wor
     (resumed,) = taker.claim_due(later, limit=10)
 
     assert resumed.occurrence_id == claim.occurrence_id and resumed.resumed
+    assert resumed.resumed == Resumption(progress=None, handed_back=False)  # nothing recorded; "a" did not stop
     assert resumed.expected_time == claim.expected_time
     assert world.read(job).lease_owner == "b"
 
@@ -153,6 +165,51 @@ def test_sign_off_abandons_leases_at_once(world: World) -> None:
     first.sign_off()
     (resumed,) = second.claim_due(T0, limit=10)
     assert resumed.occurrence_id == claim.occurrence_id
+
+
+def test_a_failed_attempt_keeps_how_far_its_occurrence_got_for_whoever_resumes_it(world: World) -> None:
+    job = world.job(world.collection(), "retrying", T0 - timedelta(seconds=1))
+    first, second = world.store("a"), world.store("b")
+    (claim,) = first.claim_due(T0, limit=10)
+    retry_at = T0 + timedelta(seconds=20)
+    progress = Progress(action_name=ActionName.MainAction, attempts_made=1, retry_at=retry_at)
+    failed = dataclasses.replace(attempt_for(claim, T0, succeeded=False), occurrence_id=claim.occurrence_id)
+    assert first.write([dataclasses.replace(failed, progress=progress)]) == [True]
+    first.sign_off()  # a graceful stop hands it back
+
+    (resumed,) = second.claim_due(T0 + timedelta(seconds=1), limit=10)
+
+    assert resumed.occurrence_id == claim.occurrence_id
+    assert resumed.resumed == Resumption(progress=progress, handed_back=True)
+    error_turn = Progress(action_name=ActionName.ErrorAction, attempts_made=0, retry_at=None)
+    assert second.write([dataclasses.replace(failed, history_id="h2", progress=error_turn)]) == [True]
+    assert world.occurrence(claim.occurrence_id) == ("ErrorAction", 0, None)
+    assert second.write([dataclasses.replace(failed, history_id="h3", progress=progress)]) == [True]
+    assert world.occurrence(claim.occurrence_id) == ("MainAction", 1, retry_at)
+    second.complete([completion_for(resumed, T0 + timedelta(seconds=21), succeeded=False)])
+    assert world.occurrence(claim.occurrence_id)[2] is None  # no retry pending once it ended
+    assert [entry.retry_count for entry in world.history(job)] == [0, 0, 0, 0]
+
+
+def test_one_batch_keeps_the_progress_of_several_occurrences(world: World) -> None:
+    collection = world.collection()
+    world.job(collection, "one", T0 - timedelta(seconds=1))
+    world.job(collection, "two", T0 - timedelta(seconds=1))
+    store = world.store("a")
+    claims = store.claim_due(T0, limit=10)
+    steps = [
+        Progress(action_name=ActionName.MainAction, attempts_made=3, retry_at=T0 + timedelta(seconds=9)),
+        Progress(action_name=ActionName.ErrorAction, attempts_made=0, retry_at=None),
+    ]
+    writes = [
+        dataclasses.replace(attempt_for(claim, T0, succeeded=False), occurrence_id=claim.occurrence_id, progress=step)
+        for claim, step in zip(claims, steps, strict=True)
+    ]
+    assert store.write(writes) == [True, True]  # one transaction, the progress of both in one statement
+    assert [world.occurrence(claim.occurrence_id) for claim in claims] == [
+        ("MainAction", 3, T0 + timedelta(seconds=9)),
+        ("ErrorAction", 0, None),
+    ]
 
 
 def test_complete_records_history_counters_and_final_state(world: World) -> None:

@@ -24,6 +24,7 @@ from scheduler_emulator.schemas.job_collection import stored_limits
 from scheduler_emulator.schemas.job_shape import masked
 from scheduler_emulator.service import collections, jobs
 from scheduler_emulator.service.collections import CollectionRef
+from scheduler_emulator.store import overview as overview_queries
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 
@@ -85,10 +86,11 @@ async def collection_jobs(request: Request, subscription_id: str, resource_group
         collection = collections.get(session, ref)
         rows = jobs.list_page(session, collection, state=None, skip=0, limit=MAX_JOBS, by_name=True)
         latest = repo.latest_history(session, [row.id for row in rows])
+        retries = overview_queries.retries_of(session, [row.id for row in rows])
         return {
             "collection": _collection_summary(collection, len(rows)),
             "now": isoformat_z(moment),
-            "jobs": [_job_summary(collection, row, latest.get(row.id)) for row in rows],
+            "jobs": [_job_summary(collection, row, latest.get(row.id), retries.get(row.id)) for row in rows],
         }
 
     return JSONResponse(await in_read_session(request, work))
@@ -104,7 +106,8 @@ async def job_detail(request: Request, subscription_id: str, resource_group: str
     def work(session: Session) -> dict[str, Any]:
         collection = collections.get(session, ref)
         row = jobs.get(session, collection, job)
-        return {**_job_summary(collection, row, None), "definition": mask_secrets(row.definition)}
+        retry_at = overview_queries.retries_of(session, [row.id]).get(row.id)
+        return {**_job_summary(collection, row, None, retry_at), "definition": mask_secrets(row.definition)}
 
     return JSONResponse(await in_read_session(request, work))
 
@@ -139,15 +142,19 @@ def _collection_summary(row: JobCollectionRow, job_count: int) -> dict[str, Any]
     }
 
 
-def _job_summary(collection: JobCollectionRow, row: JobRow, last: JobHistoryRow | None) -> dict[str, Any]:
-    runs: list[str] = []
+def _job_summary(
+    collection: JobCollectionRow, row: JobRow, last: JobHistoryRow | None, retry_at: datetime | None
+) -> dict[str, Any]:
+    """``retry_at``: when the retry pending for the job is due (its next run), None when none is."""
+    runs: list[datetime] = [] if retry_at is None else [retry_at]
     if row.state == "Enabled" and collection.state == "Enabled" and row.next_execution_time is not None:
-        runs = [isoformat_z(t) for t in _next_runs(row, row.next_execution_time, 3)]
+        # After a pending retry, the schedule's runs after it: those due before it are skipped (Postponed).
+        runs += _next_runs(row, row.next_execution_time, 3 - len(runs), after=retry_at)
     summary: dict[str, Any] = {
         "name": row.name,
         "state": row.state,
         "schedule": describe_schedule(row.definition),
-        "nextRuns": runs,
+        "nextRuns": [isoformat_z(t) for t in runs],
         "executionCount": row.execution_count,
         "failureCount": row.failure_count,
         "faultedCount": row.faulted_count,
@@ -158,12 +165,18 @@ def _job_summary(collection: JobCollectionRow, row: JobRow, last: JobHistoryRow 
     return summary
 
 
-def _next_runs(row: JobRow, first: datetime, count: int) -> list[datetime]:
-    """The job's next ``count`` runs, from the recurrence engine the preview and the dispatcher use."""
+def _next_runs(row: JobRow, first: datetime, count: int, *, after: datetime | None = None) -> list[datetime]:
+    """The job's next ``count`` runs from ``first`` (or from its first instant after ``after``, when that is
+    later), from the recurrence engine the preview and the dispatcher use."""
     try:
         timing = jobs.stored_properties(row).timing()
     except ValueError:
         return []
+    if after is not None and first <= after:
+        following = rec.next_occurrence_after(timing, row.series_origin, after)
+        if following is None:
+            return []
+        first = following
     found = [first]
     for _ in range(count - 1):
         following = rec.next_occurrence_after(timing, row.series_origin, found[-1])

@@ -61,10 +61,17 @@ async def overview(request: Request) -> Response:
             name: _window(session, tally, name=name, moment=moment, width=width, slots=slots)
             for name, width, slots in WINDOWS
         }
-        upcoming = [
-            {"time": isoformat_z(job.next_execution_time), "job": _ref(collection, job), "state": job.state}
+        # A job with a retry pending runs next at that retry's time, whatever its schedule says meanwhile.
+        runs = [(due, job, collection) for job, collection, due in queries.pending_retries(session, NEXT_RUNS)]
+        runs += [
+            (job.next_execution_time, job, collection)
             for job, collection in queries.next_runs(session, NEXT_RUNS)
             if job.next_execution_time is not None
+        ]
+        runs.sort(key=lambda run: (run[0], run[1].id))
+        upcoming = [
+            {"time": isoformat_z(due), "job": _ref(collection, job), "state": job.state}
+            for due, job, collection in runs[:NEXT_RUNS]
         ]
         failing = [_failing(collection, job, last) for job, collection, last in queries.failing_jobs(session, FAILING)]
         return {
@@ -99,8 +106,9 @@ async def search(request: Request) -> Response:
         )
         shown = found[:SEARCH_LIMIT]
         latest = repo.latest_history(session, [job.id for job, _ in shown])
+        retries = queries.retries_of(session, [job.id for job, _ in shown])
         return {
-            "value": [_found(collection, job, latest.get(job.id)) for job, collection in shown],
+            "value": [_found(collection, job, latest.get(job.id), retries.get(job.id)) for job, collection in shown],
             "truncated": len(found) > SEARCH_LIMIT,
         }
 
@@ -203,17 +211,21 @@ def _failing(collection: JobCollectionRow, job: JobRow, last: JobHistoryRow | No
     }
 
 
-def _found(collection: JobCollectionRow, job: JobRow, last: JobHistoryRow | None) -> dict[str, Any]:
+def _found(
+    collection: JobCollectionRow, job: JobRow, last: JobHistoryRow | None, retry_at: datetime | None
+) -> dict[str, Any]:
+    """``retry_at``: when the retry pending for the job is due (its next run), None when none is."""
     action = job.definition.get("action") or {}
+    next_run = retry_at
+    if next_run is None and job.state == "Enabled" and collection.state == "Enabled":
+        next_run = job.next_execution_time
     found: dict[str, Any] = {
         "job": _ref(collection, job),
         "state": job.state,
         "actionType": action.get("type"),
         "target": _target(action),
         "schedule": describe_schedule(job.definition),
-        "nextRun": isoformat_z(job.next_execution_time)
-        if job.next_execution_time is not None and job.state == "Enabled" and collection.state == "Enabled"
-        else None,
+        "nextRun": isoformat_z(next_run) if next_run is not None else None,
     }
     if last is not None:
         found["lastOutcome"] = {"status": last.status, "time": isoformat_z(last.start_time), "message": last.message}

@@ -515,16 +515,30 @@ class Dispatcher:
 
 
 def _log_takeovers(claims: Sequence[Claim]) -> None:
-    """Say when a claim took occurrences over from a dispatcher whose heartbeat ran out: one that dispatcher had
-    already sent, but not yet recorded, is sent again (at-least-once), so an operator seeing a second request
-    can tell why."""
-    taken = [claim for claim in claims if claim.resumed]
+    """Say when a claim took occurrences over: handed back by a dispatcher that stopped (each resumes where it got,
+    a pending retry at its time), or left unfinished by one whose heartbeat ran out — then one that dispatcher had
+    already sent, but not yet recorded, is sent again (at-least-once), so an operator seeing a second request can
+    tell why."""
+    handed_back = [claim for claim in claims if claim.resumed is not None and claim.resumed.handed_back]
+    taken = [claim for claim in claims if claim.resumed is not None and not claim.resumed.handed_back]
+    if handed_back:
+        log.info(
+            "resumed %d occurrence(s) handed back by a dispatcher that stopped, each where it got (an attempt it "
+            "cut off after its --shutdown-grace is sent again): %s",
+            len(handed_back),
+            _listed(handed_back),
+        )
     if taken:
         log.warning(
             "took over %d occurrence(s) left unfinished by a dispatcher whose heartbeat ran out; any it had "
             "already sent but not yet recorded is sent again: %s",
             len(taken),
-            ", ".join(
-                f"{claim.collection_name}/{claim.job_name}@{claim.expected_time.isoformat()}" for claim in taken[:5]
-            ),
+            _listed(taken),
         )
+
+
+def _listed(claims: Sequence[Claim]) -> str:
+    """The first few claims' occurrences, as collection/job@expected time."""
+    return ", ".join(
+        f"{claim.collection_name}/{claim.job_name}@{claim.expected_time.isoformat()}" for claim in claims[:5]
+    )

@@ -16,7 +16,7 @@ from typing import Any
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext
 from scheduler_emulator.dispatcher.definitions import Claim
-from scheduler_emulator.dispatcher.firing import ActionSender, Deferred
+from scheduler_emulator.dispatcher.firing import TIMER_RESOLUTION, ActionSender, Deferred
 from scheduler_emulator.dispatcher.recorder import BatchRecorder, patiently
 from scheduler_emulator.domain.clock import Clock, isoformat_z
 from scheduler_emulator.domain.due import Skipped
@@ -28,11 +28,13 @@ from scheduler_emulator.domain.states import ActionName, AttemptStatus
 from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.schemas.job import ActionBase, RetryPolicy
 from scheduler_emulator.schemas.job_collection import stored_limits
-from scheduler_emulator.store.dispatch_records import AttemptRecord, Completion
+from scheduler_emulator.store.dispatch_records import AttemptRecord, Completion, Progress
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
 
 LIMITS_CACHE = 1000  # distinct (plan, quota) pairs kept; a process rarely sees more than a few
+# How far an occurrence got once its main action faulted with an error action to follow: its first attempt, at once.
+ERROR_ACTION_NEXT = Progress(action_name=ActionName.ErrorAction, attempts_made=0, retry_at=None)
 
 
 class Released(Exception):
@@ -78,21 +80,29 @@ class OccurrenceRunner:
         if claim.skipped.count:
             await self._postponed(claim, claim.skipped, downtime=True)
         action = claim.properties.action
-        plan = effective_retry(_retry_spec(action.retry_policy), limits)
-        succeeded, last = await self._attempts(claim, action, plan, ActionName.MainAction, execution_tag, not_before)
-        faulted = not succeeded
-        if faulted and action.error_action is not None and last is not None:
-            # The main action's last attempt and the fault count share one transaction.
-            main_last = dataclasses.replace(last, add_fault=True)
-            await self._write(main_last)
+        resume = claim.resumed.progress if claim.resumed is not None else None  # None: from the first attempt
+        # Resumed in the error action's turn: the main action faulted before, and its fault was counted then.
+        error_turn = resume is not None and resume.action_name == ActionName.ErrorAction
+        faulted, last, count_fault = True, None, False
+        if not error_turn:
+            plan = effective_retry(_retry_spec(action.retry_policy), limits)
+            succeeded, last = await self._attempts(
+                claim, action, plan, ActionName.MainAction, execution_tag, not_before=not_before, resume=resume
+            )
+            faulted, resume = not succeeded, None  # the error action, if it runs, from its first attempt
+            if faulted and action.error_action is not None and last is not None:
+                # The main action's last attempt, the fault count and the error action's turn (kept with the
+                # occurrence) share one transaction.
+                await self._write(dataclasses.replace(last, add_fault=True, progress=ERROR_ACTION_NEXT))
+                error_turn = True
+            else:
+                count_fault = faulted
+        if error_turn and action.error_action is not None:
             error_policy = action.error_action.retry_policy or action.retry_policy
             error_plan = effective_retry(_retry_spec(error_policy), limits)
             _, last = await self._attempts(
-                claim, action.error_action, error_plan, ActionName.ErrorAction, execution_tag
+                claim, action.error_action, error_plan, ActionName.ErrorAction, execution_tag, resume=resume
             )
-            count_fault = False
-        else:
-            count_fault = faulted
         completion = Completion(
             claim=claim,
             attempt=last,
@@ -128,14 +138,21 @@ class OccurrenceRunner:
         plan: RetryPlan,
         action_name: ActionName,
         execution_tag: str,
+        *,
         not_before: float | None = None,
+        resume: Progress | None = None,
     ) -> tuple[bool, AttemptRecord | None]:
         """The first attempt (held until ``not_before``, if given) and up to ``plan.retries`` retries, stopping
-        at the first success. Every attempt but the last is recorded here; the last is returned unrecorded, for
-        the caller to record with what follows (None when the job was deleted meanwhile)."""
-        for retry in range(plan.retries + 1):
-            if retry:
-                await self._wait_to_retry(plan.interval.total_seconds())
+        at the first success; ``resume``: how far an earlier run got, the attempts it made are not made again and
+        the next waits for its time. Every attempt but the last is recorded here, with how far the occurrence got
+        (kept with it); the last is returned unrecorded, for the caller to record with what follows (None when
+        the job was deleted meanwhile)."""
+        # A policy changed meanwhile to fewer retries still ends with an attempt (recorded with the occurrence's end).
+        first = 0 if resume is None else min(resume.attempts_made, plan.retries)
+        due = None if resume is None else resume.retry_at  # when the next attempt is due; None: at once
+        for retry in range(first, plan.retries + 1):
+            if due is not None:
+                await self._wait_until(due)
                 if self.still_held is not None and not await self.still_held(claim):
                     raise Released  # taken over meanwhile: the other dispatcher runs it from here
             context = FireContext(
@@ -196,6 +213,8 @@ class OccurrenceRunner:
                         }
                     },
                 )
+            retries_left = not outcome.succeeded and retry < plan.retries
+            due = ended + plan.interval if retries_left else None
             attempt = AttemptRecord(
                 job_id=claim.job_id,
                 history_id=history_id(ended),
@@ -209,17 +228,24 @@ class OccurrenceRunner:
                 repeat_count=claim.repeat_count,
                 counts_as_execution=action_name == ActionName.MainAction,
                 failed=not outcome.succeeded,
+                occurrence_id=claim.occurrence_id,
+                # Kept with the occurrence in this entry's transaction: a stop or a crash from here resumes there.
+                progress=Progress(action_name=action_name, attempts_made=retry + 1, retry_at=due) if due else None,
             )
-            if outcome.succeeded or retry == plan.retries:
+            if not retries_left:
                 return outcome.succeeded, attempt
             if not await self._write(attempt):
                 return True, None  # the job was deleted meanwhile: nothing more to do
         return False, None
 
-    async def _wait_to_retry(self, seconds: float) -> None:
-        """Sleep until the retry is due; a stopping dispatcher does not start new retries."""
-        if not self.stopping.is_set():
-            await self.clock.sleep(seconds, self.stopping)  # virtual: until an advance reaches the retry's time
+    async def _wait_until(self, moment: datetime) -> None:
+        """Sleep until this clock reads ``moment`` (virtual: until an advance reaches it); a stopping dispatcher
+        does not start new retries (Released)."""
+        for _ in range(100):  # the loop's timers count whole milliseconds: one may go off a little early
+            rest = (moment - self.clock.now()).total_seconds()
+            if rest <= 0 or self.stopping.is_set():
+                break
+            await self.clock.sleep(max(rest, TIMER_RESOLUTION), self.stopping)
         if self.stopping.is_set():
             raise Released
 

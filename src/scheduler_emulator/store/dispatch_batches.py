@@ -31,6 +31,7 @@ from sqlalchemy import (
     column,
     func,
     insert,
+    null,
     select,
     text,
     update,
@@ -41,7 +42,14 @@ from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.orm import Session
 from sqlalchemy.types import TypeEngine
 
-from scheduler_emulator.store.dispatch_records import AttemptRecord, JobFinish, JobMove, NewOccurrence, OccurrenceEnd
+from scheduler_emulator.store.dispatch_records import (
+    AttemptRecord,
+    JobFinish,
+    JobMove,
+    NewOccurrence,
+    OccurrenceEnd,
+    OccurrenceStep,
+)
 from scheduler_emulator.store.models import HISTORY, JOBS, OCCURRENCES
 
 Row = tuple[Any, ...]  # one row's parameters, in the order of its statement's ``kinds`` (more may follow, unread)
@@ -141,7 +149,27 @@ CLOSE_OCCURRENCES = RowsUpdate(
         "outcome": OCCURRENCES.c.outcome.type,
         "finished_at": OCCURRENCES.c.finished_at.type,
     },
-    lambda row: {OCCURRENCES.c.finished_at: row["finished_at"], OCCURRENCES.c.outcome: row["outcome"]},
+    # A retry pending no more: NULL in the same statement, no parameter more.
+    lambda row: {
+        OCCURRENCES.c.finished_at: row["finished_at"],
+        OCCURRENCES.c.outcome: row["outcome"],
+        OCCURRENCES.c.retry_at: null(),
+    },
+)
+# OccurrenceStep's fields: how far an occurrence got, written with the failed attempt that has more to come.
+KEEP_PROGRESS = RowsUpdate(
+    OCCURRENCES,
+    {
+        "occurrence_id": OCCURRENCES.c.id.type,
+        "pending_action": OCCURRENCES.c.pending_action.type,
+        "attempts_made": OCCURRENCES.c.attempts_made.type,
+        "retry_at": OCCURRENCES.c.retry_at.type,
+    },
+    lambda row: {
+        OCCURRENCES.c.pending_action: row["pending_action"],
+        OCCURRENCES.c.attempts_made: row["attempts_made"],
+        OCCURRENCES.c.retry_at: row["retry_at"],
+    },
 )
 
 # History entries: AttemptRecord's fields, as the history table's columns.
@@ -240,6 +268,12 @@ class Batches(ABC):
         if ends:
             self._update(session, CLOSE_OCCURRENCES, ends)
 
+    def keep_progress(self, session: Session, steps: Sequence[OccurrenceStep]) -> None:
+        """Keep with each occurrence how far it got (the action whose attempt comes next, its attempts so far, when
+        the next is due)."""
+        if steps:
+            self._update(session, KEEP_PROGRESS, steps)
+
     def add_history(self, session: Session, attempts: Sequence[AttemptRecord]) -> None:
         """Insert the attempts' history entries (their counters are not moved here)."""
         if attempts:
@@ -323,7 +357,7 @@ class SqliteBatches(Batches):
     def __init__(self) -> None:
         self._many = {
             id(statement): _SqliteMany(statement.by_row, statement.kinds)
-            for statement in (MOVE_JOBS, FINISH_JOBS, RELEASE_JOBS, CLOSE_OCCURRENCES)
+            for statement in (MOVE_JOBS, FINISH_JOBS, RELEASE_JOBS, CLOSE_OCCURRENCES, KEEP_PROGRESS)
         }
         self._history = _SqliteMany(INSERT_HISTORY, _HISTORY_KINDS)
 

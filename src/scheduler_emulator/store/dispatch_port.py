@@ -12,7 +12,9 @@ Terms used by the contracts:
   it cannot be recorded — nor fired — twice, by this process or another.
 - *lease*: a claimed job carries its owner's name. An owner holds its leases for as long as it is alive, i.e.
   as long as its heartbeat is not older than its lease length; one heartbeat renews all its leases. A lease
-  whose owner is no longer alive (or signed off) is *abandoned*: the next claim takes its occurrence over.
+  whose owner is no longer alive (or signed off) is *abandoned*: the next claim takes its occurrence over, and
+  resumes it where it got (its *progress*, kept with each failed attempt that has more to come: the action whose
+  attempt is next, its attempts so far, when the pending retry is due).
 - *complete*: an occurrence's last attempt is in history, the job's counters moved, the occurrence closed, the
   job's schedule and state moved on (unless an API write changed the job meanwhile) and the lease released —
   in one transaction.
@@ -37,7 +39,7 @@ from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.domain.due import Skipped, due_occurrence
 from scheduler_emulator.domain.occurrences import Finish, finish_occurrence, is_series_instant
-from scheduler_emulator.domain.states import JobState, OccurrenceOutcome
+from scheduler_emulator.domain.states import ActionName, JobState, OccurrenceOutcome
 from scheduler_emulator.faults import pause_point
 from scheduler_emulator.store import dispatching as sql
 from scheduler_emulator.store.database import Database
@@ -54,6 +56,9 @@ from scheduler_emulator.store.dispatch_records import (
     JobStatus,
     NewOccurrence,
     OccurrenceEnd,
+    OccurrenceStep,
+    Progress,
+    Resumption,
     Write,
 )
 from scheduler_emulator.store.wakeups import PostgresWakeups
@@ -93,7 +98,8 @@ class DispatchStore(Generic[D]):
     ) -> list[Claim[D]]:
         """Lease up to ``limit`` jobs and record the occurrence each will run, earliest first, in one
         transaction committed before this returns (the caller fires after; no lock is held across network I/O).
-        Claimed, in this order: occurrences abandoned by a dispatcher that is no longer alive (resumed), run
+        Claimed, in this order: occurrences abandoned by a dispatcher that is no longer alive (resumed where
+        they got: ``Claim.resumed``), run
         requests (manual), and jobs due by ``until`` (default ``now``; later than ``now`` claims ahead — the
         caller waits for each claim's ``expected_time``). A job due for several instants since it last ran
         claims only the latest; the others are in ``Claim.skipped``. An occurrence already recorded (by another
@@ -177,21 +183,27 @@ class DispatchStore(Generic[D]):
                     session, [JobMove(row.id, row.next_execution_time, row.repeat_count, row.run_requested_at, None)]
                 )
                 return None
-            occurrence_id, expected, repeat = occurrence
+            progress = None
+            if occurrence.pending_action is not None:
+                progress = Progress(
+                    action_name=ActionName(occurrence.pending_action),
+                    attempts_made=occurrence.attempts_made,
+                    retry_at=occurrence.retry_at,
+                )
             # A scheduled occurrence is an instant of the series (next_execution_time has moved past it
             # already); a POST .../run is not.
             return _Decision(
                 row=row,
                 properties=properties,
                 timing=timing,
-                expected=expected,
-                repeat=repeat,
+                expected=occurrence.expected_time,
+                repeat=occurrence.repeat_count,
                 skipped=Skipped(),
-                manual=not is_series_instant(timing, row.series_origin, expected),
+                manual=not is_series_instant(timing, row.series_origin, occurrence.expected_time),
                 next_time=row.next_execution_time,
                 run_requested_at=row.run_requested_at,
-                occurrence_id=occurrence_id,
-                resumed=True,
+                occurrence_id=occurrence.id,
+                resumed=Resumption(progress=progress, handed_back=bool(occurrence.handed_back)),
             )
         if (
             row.next_execution_time is not None
@@ -248,14 +260,23 @@ class DispatchStore(Generic[D]):
         then the completions together."""
         results: list[bool | Finish | None] = [None] * len(writes)
         completions: list[int] = []
+        steps: list[OccurrenceStep] = []  # how far the attempts' occurrences got: one statement for the batch
         with self.database.session() as session:
             for index, item in enumerate(writes):
                 if isinstance(item, AttemptRecord):
-                    results[index] = self._record_attempt(session, item)
+                    recorded = results[index] = self._record_attempt(session, item)
+                    if recorded and item.progress is not None and item.occurrence_id is not None:
+                        progress = item.progress
+                        steps.append(
+                            OccurrenceStep(
+                                item.occurrence_id, progress.action_name, progress.attempts_made, progress.retry_at
+                            )
+                        )
                 elif isinstance(item, Abandon):
                     self._abandon(session, item.claims)
                 else:
                     completions.append(index)
+            self.batches.keep_progress(session, steps)
             if completions:
                 finished = self._complete(session, [writes[i] for i in completions])  # type: ignore[misc]
                 for index, finish in zip(completions, finished, strict=True):
@@ -479,7 +500,7 @@ class _Decision(Generic[D]):
     next_time: datetime | None
     run_requested_at: datetime | None
     occurrence_id: int | None = None  # set for a resumed occurrence; new ones get theirs on insert
-    resumed: bool = False
+    resumed: Resumption | None = None
 
     def claim(self, occurrence_id: int, collection_properties: dict[str, Any]) -> Claim[D]:
         """The claim of this decision's occurrence, recorded as ``occurrence_id``."""

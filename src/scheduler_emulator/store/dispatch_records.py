@@ -33,6 +33,25 @@ DefinitionReader = Callable[[dict[str, Any]], D]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Progress:
+    """How far an unfinished occurrence got, as kept with it in the store: the action whose attempt comes next,
+    how many of that action's attempts were made (the next one's retryCount) and when the next one is due (None:
+    at once). Whoever runs the occurrence next resumes there."""
+
+    action_name: ActionName
+    attempts_made: int
+    retry_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resumption:
+    """An unfinished occurrence a claim took over from another dispatcher (or from this one's last run)."""
+
+    progress: Progress | None  # how far it got; None: no attempt of it was recorded
+    handed_back: bool  # its dispatcher stopped and handed it back; False: that one's heartbeat ran out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Claim(Generic[D]):
     """One occurrence a dispatcher now owns and must run: the job as it was when claimed."""
 
@@ -50,7 +69,7 @@ class Claim(Generic[D]):
     sku: str
     collection_properties: dict[str, Any]
     manual: bool  # a POST .../run outside the schedule
-    resumed: bool  # taken over from a dispatcher that stopped mid-occurrence
+    resumed: Resumption | None  # taken over from a dispatcher that stopped mid-occurrence; None: a new occurrence
     executions: int  # the job's executionCount when claimed
     next_time: datetime | None  # where the claim moved the job's next due time
     origin: datetime  # the job's series origin
@@ -73,6 +92,10 @@ class AttemptRecord:
     counts_as_execution: bool = False  # a main-action attempt: executionCount and lastExecutionTime move
     failed: bool = False  # with counts_as_execution: failureCount moves
     add_fault: bool = False  # the main action gave up (the error action follows): faultedCount moves
+    # The attempt's occurrence and how far it got with this attempt, when more is to come (a retry, or the error
+    # action): kept with the occurrence in the same transaction as this entry.
+    occurrence_id: int | None = None
+    progress: Progress | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,6 +168,15 @@ class NewOccurrence(NamedTuple):
     job_id: int
     expected_time: datetime
     repeat_count: int
+
+
+class OccurrenceStep(NamedTuple):
+    """How far an occurrence got (Progress's fields), by its id."""
+
+    occurrence_id: int
+    pending_action: ActionName
+    attempts_made: int
+    retry_at: datetime | None
 
 
 class OccurrenceEnd(NamedTuple):

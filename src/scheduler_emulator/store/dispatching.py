@@ -92,11 +92,21 @@ def due_jobs(
     return list(found.values())
 
 
-def take_over_occurrence(session: Session, job_id: int, owner: str, now: datetime) -> tuple[int, datetime, int] | None:
-    """Make ``owner`` the runner of the occurrence a stopped dispatcher left unfinished for this job:
-    (occurrence id, expected time, repeat count), or None when there is none."""
+def take_over_occurrence(session: Session, job_id: int, owner: str, now: datetime) -> Any:
+    """Make ``owner`` the runner of the occurrence a stopped dispatcher left unfinished for this job: its row
+    (id, expected_time, repeat_count; how far it got: pending_action, attempts_made, retry_at; handed_back: its
+    dispatcher signed off, rather than its heartbeat running out), or None when there is none."""
+    signed_off = ~select(DISPATCHERS.c.owner).where(DISPATCHERS.c.owner == OCCURRENCES.c.owner).exists()
     row = session.execute(
-        select(OCCURRENCES.c.id, OCCURRENCES.c.expected_time, OCCURRENCES.c.repeat_count)
+        select(
+            OCCURRENCES.c.id,
+            OCCURRENCES.c.expected_time,
+            OCCURRENCES.c.repeat_count,
+            OCCURRENCES.c.pending_action,
+            OCCURRENCES.c.attempts_made,
+            OCCURRENCES.c.retry_at,
+            signed_off.label("handed_back"),
+        )
         .where(OCCURRENCES.c.job_id == job_id, OCCURRENCES.c.finished_at.is_(None))
         .order_by(OCCURRENCES.c.id.desc())
         .limit(1)
@@ -104,7 +114,7 @@ def take_over_occurrence(session: Session, job_id: int, owner: str, now: datetim
     if row is None:
         return None
     session.execute(update(OCCURRENCES).where(OCCURRENCES.c.id == row.id).values(owner=owner, claimed_at=now))
-    return row.id, row.expected_time, row.repeat_count
+    return row
 
 
 def delete_occurrences(session: Session, occurrence_ids: list[int]) -> None:

@@ -211,10 +211,22 @@ class JobHistoryRow(Base):
 
 class OccurrenceRow(Base):
     """One occurrence of a job, claimed by one dispatcher. The unique key makes a double fire impossible
-    to record; ``finished_at`` stays empty while it runs, so a crashed owner's occurrence can be taken over."""
+    to record; ``finished_at`` stays empty while it runs, so a crashed owner's occurrence can be taken over.
+    How far it got is kept with it, written with each failed attempt that has more to come, so that whoever runs
+    it next (this dispatcher's next start, or another) resumes with the retries it has left, at the retry's time."""
 
     __tablename__ = "job_occurrences"
-    __table_args__ = (UniqueConstraint("job_id", "expected_time"),)
+    __table_args__ = (
+        UniqueConstraint("job_id", "expected_time"),
+        # Partial: only the occurrences with a retry pending (an occurrence's end clears it), which the dashboard
+        # lists by time, however many occurrences a day of fires leaves.
+        Index(
+            "ix_job_occurrences_retry_at",
+            "retry_at",
+            sqlite_where=text("retry_at IS NOT NULL"),
+            postgresql_where=text("retry_at IS NOT NULL"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
@@ -225,6 +237,14 @@ class OccurrenceRow(Base):
     claimed_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
     outcome: Mapped[str | None] = mapped_column(String(20))  # Completed | Faulted
+    # The action whose attempt comes next (MainAction | ErrorAction); NULL: none recorded yet, the main action's
+    # first attempt comes next.
+    pending_action: Mapped[str | None] = mapped_column(String(20))
+    # Attempts of that action made so far: the next attempt's retryCount.
+    attempts_made: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    # When the pending retry is due; NULL when none is pending (the error action's first attempt, due at once,
+    # or the occurrence has finished).
+    retry_at: Mapped[datetime | None]
 
 
 class DispatcherRow(Base):

@@ -10,7 +10,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, case, func, or_, select
 from sqlalchemy.orm import Session
 
-from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
+from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow, OccurrenceRow
 
 MAIN_ACTION = "MainAction"
 ATTEMPT_STATUSES = ("Completed", "Failed")  # a try of the main action; Postponed entries are skips, not tries
@@ -91,8 +91,9 @@ def attempts_by_bucket(
 
 
 def next_runs(session: Session, limit: int) -> list[tuple[JobRow, JobCollectionRow]]:
-    """The ``limit`` soonest scheduled runs of enabled jobs in enabled collections, soonest first (walks the
-    due-time index)."""
+    """The ``limit`` soonest scheduled runs of enabled jobs in enabled collections with no retry pending (their
+    next run is that retry: pending_retries), soonest first (walks the due-time index)."""
+    retrying = select(OccurrenceRow.id).where(OccurrenceRow.job_id == JobRow.id, OccurrenceRow.retry_at.is_not(None))
     query = (
         select(JobRow, JobCollectionRow)
         .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
@@ -100,11 +101,37 @@ def next_runs(session: Session, limit: int) -> list[tuple[JobRow, JobCollectionR
             JobRow.next_execution_time.is_not(None),
             JobRow.state == "Enabled",
             JobCollectionRow.state == "Enabled",
+            ~retrying.exists(),
         )
         .order_by(JobRow.next_execution_time, JobRow.id)
         .limit(limit)
     )
     return [(job, collection) for job, collection in session.execute(query).all()]
+
+
+def pending_retries(session: Session, limit: int) -> list[tuple[JobRow, JobCollectionRow, datetime]]:
+    """The ``limit`` soonest retries pending, soonest first: (job, its collection, when the retry is due); walks
+    the index of pending retries (an occurrence's end clears its retry's time)."""
+    query = (
+        select(JobRow, JobCollectionRow, OccurrenceRow.retry_at)
+        .join(JobRow, OccurrenceRow.job_id == JobRow.id)
+        .join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+        .where(OccurrenceRow.retry_at.is_not(None))
+        .order_by(OccurrenceRow.retry_at, JobRow.id)
+        .limit(limit)
+    )
+    return [(job, collection, due) for job, collection, due in session.execute(query).all() if due is not None]
+
+
+def retries_of(session: Session, job_ids: Sequence[int]) -> dict[int, datetime]:
+    """When the retry pending for each of these jobs is due, by job id (jobs with none are absent)."""
+    if not job_ids:
+        return {}
+    query = select(OccurrenceRow.job_id, func.min(OccurrenceRow.retry_at)).where(
+        OccurrenceRow.job_id.in_(list(job_ids)), OccurrenceRow.retry_at.is_not(None)
+    )
+    rows = session.execute(query.group_by(OccurrenceRow.job_id)).all()
+    return {job_id: due for job_id, due in rows if due is not None}
 
 
 def failing_jobs(session: Session, limit: int) -> list[tuple[JobRow, JobCollectionRow, JobHistoryRow | None]]:
