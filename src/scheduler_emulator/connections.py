@@ -12,7 +12,8 @@ of an API request's CPU):
   client has ``head_timeout`` seconds to finish the request head, then ``body_timeout`` for the body;
   missing either closes the connection;
 - a head not finished within ``max_head_bytes`` is answered 431 and the connection closed;
-- a connection beyond ``max_connections`` is answered 503 and closed at once instead of waiting.
+- a connection beyond ``max_connections`` takes the place of the kept-alive connection idle the longest or, with
+  none idle, is answered 503 and closed at once instead of waiting.
 
 When the server closes a connection (each close is logged at debug with its reason, and so is every end the client
 makes): for a head or body past its deadline, a head over its cap, an idle kept-alive connection past the
@@ -28,8 +29,9 @@ is on its way: a client checks that its pooled connection is still open, then wr
 between leaves the request unanswered (httpx raises ``ReadError`` or ``RemoteProtocolError``; it does not
 retry). The server's idle clock starts when it has written the answer, the client's when it has read it, so a
 server timeout equal to the client's (5 s each: httpx's ``keepalive_expiry`` and uvicorn's default) makes the
-server close first whenever a client reuses a connection near its expiry: under load, a 30,000-PUT httpx load
-lost a request to it (issue 49). The default timeout is therefore longer than the clients' own expiries
+server close first whenever a client reuses a connection near its expiry (issue 49: a 30,000-PUT httpx load lost
+a request now and then; httpx clients reusing connections just under their expiry beside two busy cores lost 38
+of 1,000). The default timeout is therefore longer than the clients' own expiries
 (config.py), so that they retire an idle connection before the server would; and at the connection cap an idle
 connection, longest idle first, gives way to a new one rather than the newcomer being refused.
 tests/e2e/test_keep_alive_load.py loads tens of thousands of requests over kept-alive connections, pipelined,
