@@ -205,9 +205,20 @@ class Settings(BaseSettings):
     body_timeout: float = Field(
         30.0, gt=0, description="Seconds a client has to send a whole request body before it is disconnected."
     )
-    keep_alive_timeout: float = Field(5.0, gt=0, description="Seconds an idle keep-alive connection is kept open.")
+    # Longer than the idle expiry of the clients' own pools (httpx 5 s, aiohttp 15 s, .NET 60 s, Go 90 s), so that
+    # the client retires an idle connection first: a server closing first races the client's next request on it
+    # (connections.py). IIS's default is 120 s too.
+    keep_alive_timeout: float = Field(
+        120.0,
+        gt=0,
+        description="Seconds an idle keep-alive connection is kept open (longer than clients' own pool expiry, so "
+        "that they close it first; at --max-connections an idle one makes room for a new one).",
+    )
     max_connections: int = Field(
-        1000, ge=1, description="Most open client connections; beyond it new ones are closed at once (not queued)."
+        1000,
+        ge=1,
+        description="Most open client connections; beyond it an idle kept-alive one is closed to make room, or, "
+        "with none idle, the new one is refused at once (503, not queued).",
     )
     max_heavy_requests: int = Field(
         2, ge=1, description="Most CPU-heavy requests (recurrence previews) computed at once; 429 beyond."

@@ -12,25 +12,30 @@ of an API request's CPU):
   client has ``head_timeout`` seconds to finish the request head, then ``body_timeout`` for the body;
   missing either closes the connection;
 - a head not finished within ``max_head_bytes`` is answered 431 and the connection closed;
-- a connection beyond ``max_connections`` is answered 503 and closed at once instead of waiting.
+- a connection beyond ``max_connections`` takes the place of the kept-alive connection idle the longest or, with
+  none idle, is answered 503 and closed at once instead of waiting.
 
-Whether the server can close a connection whose request it has begun (issue 29: a bulk client saw a connection
-closed without an answer, and the server a ``ClientDisconnect`` while reading a body): it closes one only for a
-head or body past its deadline, a head over its cap, or an idle kept-alive connection. Two ways the last two
-could take a client's request with them are closed here:
+When the server closes a connection (each close is logged at debug with its reason, and so is every end the client
+makes): for a head or body past its deadline, a head over its cap, an idle kept-alive connection past the
+keep-alive timeout, or an idle one taken to make room under the connection cap. Never while a request's bytes wait:
 
-- a body deadline ran while the server itself was not reading: uvicorn stops reading while a pipelined request
-  waits for the one before it to be answered, so a pipelined request whose body had partly arrived was cut off,
-  with the response under way, whenever that answer took longer than the body timeout. No deadline runs while
-  reading is paused now; it starts when reading resumes (test: test_keep_alive_load.py);
-- the idle timeout went off with the next request already waiting: the loop runs its due timers before it reads
-  its sockets, so a request that had arrived just before the timeout was dropped unread (and the close, with
-  unread bytes, became a reset). The idle close is now put off while a byte waits on the socket.
+- no body deadline runs while the server itself is not reading (uvicorn stops reading while a pipelined request
+  waits for the one before it to be answered); it starts when reading resumes (issue 29);
+- the idle close is put off while a byte waits on the socket: the loop runs its due timers before it reads its
+  sockets, so a request that had arrived just before the timeout was dropped unread (issue 29).
 
-What remains is inherent to keep-alive (RFC 9112 §9.3.1): a request sent after the server's idle close has left
-is closed unanswered, and clients retry it on a new connection. A client that goes away mid-request is logged at
-info by the API (``api/context.read_body``), not as an error. tests/e2e/test_keep_alive_load.py loads tens of
-thousands of requests over kept-alive connections, pipelined, split, and idling near the timeout.
+What keep-alive cannot avoid (RFC 9112 §9.3.1) is a request that the client sends while the server's idle close
+is on its way: a client checks that its pooled connection is still open, then writes, and a close that falls in
+between leaves the request unanswered (httpx raises ``ReadError`` or ``RemoteProtocolError``; it does not
+retry). The server's idle clock starts when it has written the answer, the client's when it has read it, so a
+server timeout equal to the client's (5 s each: httpx's ``keepalive_expiry`` and uvicorn's default) makes the
+server close first whenever a client reuses a connection near its expiry (issue 49: a 30,000-PUT httpx load lost
+a request now and then; httpx clients reusing connections just under their expiry beside two busy cores lost 38
+of 1,000). The default timeout is therefore longer than the clients' own expiries
+(config.py), so that they retire an idle connection before the server would; and at the connection cap an idle
+connection, longest idle first, gives way to a new one rather than the newcomer being refused.
+tests/e2e/test_keep_alive_load.py loads tens of thousands of requests over kept-alive connections, pipelined,
+split, and idling near the timeout, and httpx clients reusing connections up to their expiry beside busy cores.
 
 The parser's callbacks say where a request stands: ``on_message_begin`` (its head is arriving),
 ``on_headers_complete`` (its body), ``on_message_complete`` (all received: the response is under way).
@@ -79,10 +84,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._head = b""  # the current head's first max_head_bytes + 4 bytes, while it arrives
         self._head_size = 0
         self._put_off = 0  # times the idle close was put off since the last response
+        self._idle_since: float | None = None  # the loop's time when it last became idle between requests
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
+        if len(self.connections) > self.max_connections and not self._make_room():
             log.warning("refused a connection: %d are open, the most allowed", self.max_connections)
             transport.write(
                 _error_bytes(
@@ -95,12 +101,22 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._clear()
+        self._idle_since = None
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("the connection of %s ended (%s) %s", self._who(), exc or "closed", self._where())
         super().connection_lost(exc)
 
+    def eof_received(self) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("the client %s closed its side %s", self._who(), self._where())
+        super().eof_received()
+
     def data_received(self, data: bytes) -> None:
+        self._idle_since = None
         if self._phase is None and (self.cycle is None or self.cycle.response_complete):
             self._begin_head()  # the first byte of the next request on a kept-alive connection
         if self._phase is HEAD and self._head_too_large(data):
+            log.debug("closing the connection of %s: a head over %d bytes", self._who(), self.max_head_bytes)
             self._clear()
             self.transport.write(
                 _error_bytes(
@@ -134,6 +150,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._clear()  # the keep-alive timeout takes over until the next request's first byte
         self._put_off = 0
         super().on_response_complete()
+        if self.timeout_keep_alive_task is not None:  # idle now (no pipelined request waits): it may give way
+            self._idle_since = self.loop.time()
         self._watch()  # reading resumed: a pipelined request's body deadline starts now
 
     def timeout_keep_alive_handler(self) -> None:
@@ -145,6 +163,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._put_off += 1
             self.timeout_keep_alive_task = self.loop.call_later(0.005, self.timeout_keep_alive_handler)
             return
+        log.debug(
+            "closing the idle connection of %s: the keep-alive timeout (put off %d times)", self._who(), self._put_off
+        )
         self.transport.close()
 
     def shutdown(self) -> None:
@@ -158,6 +179,43 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.transport.abort()
             return
         super().shutdown()
+
+    def _make_room(self) -> bool:
+        """Over the cap: close the connection idle the longest (none with a byte waiting), if there is one."""
+        idle = sorted(
+            (
+                other
+                for other in self.connections
+                if isinstance(other, GuardedHttpProtocol) and other._idle_since is not None
+            ),
+            key=lambda other: other._idle_since or 0.0,
+        )
+        for other in idle:
+            if other.transport.is_closing() or other._bytes_waiting():
+                continue
+            log.info(
+                "closed the idle connection of %s to make room for a new one: %d are open, the most allowed",
+                other._who(),
+                self.max_connections,
+            )
+            other._idle_since = None
+            other._unset_keepalive_if_required()
+            other.transport.close()
+            return True
+        return False
+
+    def _who(self) -> str:
+        return f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
+
+    def _where(self) -> str:
+        """Where the connection stood, for the debug log of its end."""
+        if self.cycle is not None and not self.cycle.response_complete:
+            return (
+                f"with a request under way ({self._phase or 'received'}, answer begun: {self.cycle.response_started})"
+            )
+        if self._phase is not None and (self.cycle is not None or self._head_size):
+            return f"in a request's {self._phase}"
+        return "while idle" if self.cycle is not None else "before any request"
 
     def _bytes_waiting(self) -> bool:
         """Whether the client's socket has something to read (bytes, or its end of the connection)."""
@@ -215,8 +273,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def _expire(self, what: str, seconds: float) -> None:
         self._deadline, self._deadline_for = None, None
         if not self.transport.is_closing():
-            client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
-            log.warning("closed the connection of %s: no complete request %s within %g s", client, what, seconds)
+            log.warning("closed the connection of %s: no complete request %s within %g s", self._who(), what, seconds)
             self.transport.close()
 
 

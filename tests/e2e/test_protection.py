@@ -205,6 +205,38 @@ def test_a_connection_flood_beyond_the_cap_is_refused_not_queued(guarded):
     assert "refused a connection" in guarded.log
 
 
+def test_at_the_cap_an_idle_kept_alive_connection_makes_room_for_a_new_one(tmp_path):
+    """Idle connections are kept long (clients close theirs first), so at the cap the one idle longest gives way
+    to a newcomer instead of the newcomer being refused; a connection mid-request never does (the flood above)."""
+    cap = 3
+    server = ServerProcess(
+        ["--port", "0", "--data-dir", str(tmp_path), "--max-connections", str(cap), "--log-format", "text"]
+    ).start()
+    request = b"GET /_emulator/health HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    opened: list[Watched] = []
+    try:
+        for _ in range(cap):  # answered, then idle, oldest first
+            connection = Watched(_connect(server))
+            opened.append(connection)
+            connection.sock.sendall(request)
+            wait_until(lambda c=connection: c.look() is not None or c.received.endswith(b"}"), 10, "an answer")
+            assert not connection.closed and connection.received.startswith(b"HTTP/1.1 200"), connection.received
+        idle = list(opened)
+        newcomer = Watched(_connect(server))
+        opened.append(newcomer)
+        newcomer.sock.sendall(request)
+        wait_until(lambda: newcomer.look() is not None or newcomer.received.endswith(b"}"), 10, "the newcomer's answer")
+        assert newcomer.received.startswith(b"HTTP/1.1 200"), newcomer.received
+        wait_until(lambda: idle[0].look() is not None, 10, "the longest idle connection to be closed")
+        assert idle[0].received.count(b"HTTP/1.1") == 1  # its own answer only: closed while idle, nothing cut off
+        assert all(connection.look() is None for connection in idle[1:])
+        assert "to make room for a new one" in server.log
+    finally:
+        for connection in opened:
+            connection.sock.close()
+        server.stop()
+
+
 def test_control_characters_cannot_forge_text_log_lines(guarded):
     marker = unique("forged")
     with guarded.client() as client:
