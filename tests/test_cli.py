@@ -434,3 +434,32 @@ def test_a_started_server_says_where_its_api_and_dashboard_are_and_holds_its_por
         assert line.startswith(f"scheduler-emulator: error: port {port} on 127.0.0.1 is already in use"), line
     assert _dispatcher_owners(data_dir) == owners  # no dispatcher of the second ever ran on this store
     assert collection_status(first, names) == 200
+
+
+@pytest.mark.parametrize(("sent", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)])
+def test_a_stop_by_ctrl_c_or_sigterm_ends_quietly(tmp_path: Path, sent: signal.Signals, status: int) -> None:
+    """Ctrl-C (SIGINT) or SIGTERM (``docker stop``) on the console script stops the service gracefully and ends the
+    process without a traceback: Ctrl-C with 130, as a shell expects of an interrupted command; SIGTERM by the
+    signal itself, as uvicorn re-raises it once stopped."""
+    process = subprocess.Popen(
+        [CONSOLE_SCRIPT, "--port", str(free_port()), "--data-dir", str(tmp_path / "data")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        for _ in range(50):  # the start-up lines (bounded: the process ends if it cannot start)
+            line = process.stdout.readline()
+            if not line or line.startswith("Listening on"):
+                break
+        assert line.startswith("Listening on"), line
+        process.send_signal(sent)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    assert "Traceback" not in stderr, stderr
+    assert '"Application shutdown complete."' in stderr  # the graceful stop ran
+    assert process.returncode == status, (process.returncode, stderr[-2000:])

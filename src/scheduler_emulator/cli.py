@@ -57,3 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         serve(settings)
     except ConfigError as exc:
         refuse(exc)
+    except KeyboardInterrupt:
+        # Ctrl-C: the service has already stopped gracefully; uvicorn re-raises the captured SIGINT once it has,
+        # which would end in a traceback. Exit as a shell expects of an interrupted command (128 + SIGINT).
+        raise SystemExit(130) from None
