@@ -126,7 +126,7 @@ def test_a_killed_dispatcher_process_leaves_the_dispatching_to_the_emulator(
     (dispatcher,) = children_of(main)
     (actions,) = children_of(dispatcher)
     os.kill(dispatcher, signal.SIGKILL)
-    wait_until(lambda: ended_or_killed(actions), 10, "the dispatcher's action process to end with it")
+    wait_until(lambda: ended_or_killed(actions), 30, "the dispatcher's action process to end with it")
     wait_until(
         lambda: f"the dispatcher's process (pid {dispatcher}) ended unexpectedly" in server.log, 15, server.log_tail
     )
