@@ -17,7 +17,7 @@ from support.server import EmulatorPool, ServerProcess
 
 from scheduler_emulator.templates.errors import NeedsDeployment, TemplateError
 from scheduler_emulator.templates.evaluation import Environment, Scope, evaluate_value
-from scheduler_emulator.templates.functions import FUNCTIONS
+from scheduler_emulator.templates.functions import FUNCTIONS, call_function
 
 ENV = Environment(
     subscription_id="s1",
@@ -44,7 +44,7 @@ def _lookup(name: str) -> Any:
     return VALUES[name]
 
 
-SCOPE = Scope(environment=ENV, parameter=_lookup, variable=_lookup, lookup=Deferring())
+SCOPE = Scope(environment=ENV, functions=call_function, parameter=_lookup, variable=_lookup, lookup=Deferring())
 
 literals = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70).map(str),

@@ -20,6 +20,7 @@ import pytest
 from scheduler_emulator.templates.errors import TemplateError
 from scheduler_emulator.templates.evaluation import Environment, Scope, evaluate
 from scheduler_emulator.templates.expressions import parse_string
+from scheduler_emulator.templates.functions import call_function
 
 ENV = Environment(
     subscription_id="00000000-0000-0000-0000-000000000001",
@@ -53,6 +54,7 @@ class NoLookup:
 def scope(**kwargs: Any) -> Scope:
     return Scope(
         environment=ENV,
+        functions=call_function,
         parameter=lambda name: PARAMETERS[name],
         variable=lambda name: {"v": 1}[name],
         lookup=NoLookup(),

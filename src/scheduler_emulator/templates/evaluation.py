@@ -45,6 +45,9 @@ class Scope:
     innermost resource loop) to the current index; ``in_parameter_default`` allows utcNow() and newGuid()."""
 
     environment: Environment
+    # What evaluates a function call (templates.functions.call_function, handed in by templates.template): the
+    # functions build on this module, so it names none of them.
+    functions: Callable[[Call, Scope], Any]
     parameter: Callable[[str], Any]
     variable: Callable[[str], Any]
     lookup: ResourceLookup
@@ -62,6 +65,7 @@ class Scope:
             indexes[""] = index
         return Scope(
             environment=self.environment,
+            functions=self.functions,
             parameter=self.parameter,
             variable=self.variable,
             lookup=self.lookup,
@@ -75,12 +79,10 @@ class Scope:
 
 def evaluate(node: Node, scope: Scope) -> Any:
     """The value of ``node``; TemplateError for anything ARM would refuse."""
-    from scheduler_emulator.templates.functions import call_function
-
     if isinstance(node, Literal):
         return node.value
     if isinstance(node, Call):
-        return call_function(node, scope)
+        return scope.functions(node, scope)
     if isinstance(node, Member):
         return member(evaluate(node.target, scope), node.name)
     if isinstance(node, Index):

@@ -19,7 +19,7 @@ from scheduler_emulator.templates.evaluation import (
     type_name,
 )
 from scheduler_emulator.templates.expressions import calls_in, is_expression, parse
-from scheduler_emulator.templates.functions import check_call
+from scheduler_emulator.templates.functions import call_function, check_call
 
 PARAMETER_TYPES = {
     "string": "String",
@@ -96,6 +96,7 @@ class TemplateDeployment:
         self._all: list[ResourceInstance] = []  # every resource instance, once planned (reference() by name)
         self.scope = Scope(
             environment=environment,
+            functions=call_function,
             parameter=self.parameter,
             variable=self.variable,
             lookup=self,
@@ -223,6 +224,7 @@ class TemplateDeployment:
             elif "defaultValue" in definition:
                 default_scope = Scope(
                     environment=self.environment,
+                    functions=call_function,
                     parameter=self.parameter,
                     variable=self._no_variables,
                     lookup=self,
