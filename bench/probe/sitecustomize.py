@@ -54,34 +54,8 @@ if any("scheduler_emulator" in arg for arg in sys.orig_argv):
                         _out.append(open(path, "a", buffering=1))  # noqa: SIM115 - open for the process's life
                     _out[0].write(f"{called:.6f} {marks[0]:.6f} {marks[1]:.6f} {time.perf_counter():.6f}\n")
 
-        _original_loop_read = _context.in_loop_read
-
-        async def _timed_loop_read(request, read, work):  # type: ignore[no-untyped-def]
-            # A read on the event loop (PostgreSQL's GET of a job): the same four marks, the read's from its
-            # coroutine's start to its end.
-            called = time.perf_counter()
-            marks = []
-
-            async def timed_read(reads):  # type: ignore[no-untyped-def]
-                marks.append(time.perf_counter())
-                try:
-                    return await read(reads)
-                finally:
-                    marks.append(time.perf_counter())
-
-            try:
-                return await _original_loop_read(request, timed_read, work)
-            finally:
-                if len(marks) == 2:
-                    if not _out:
-                        path = os.path.join(os.environ["BENCH_PROBE_DIR"], f"gets.{os.getpid()}.txt")
-                        _out.append(open(path, "a", buffering=1))  # noqa: SIM115 - open for the process's life
-                    _out[0].write(f"{called:.6f} {marks[0]:.6f} {marks[1]:.6f} {time.perf_counter():.6f}\n")
-
         for _module in (_context, _jobs, _collections):
             _module.in_read_session = _timed
-            if hasattr(_module, "in_loop_read"):
-                _module.in_loop_read = _timed_loop_read
 
     if os.environ.get("BENCH_LAG_PROBE"):
         # The event loop's lag: a task on the emulator's loop sleeps BENCH_LAG_PROBE ms at a time and writes how

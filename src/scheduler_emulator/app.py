@@ -140,8 +140,6 @@ def create_app(
             if stop_dispatcher is not None:
                 await stop_dispatcher(settings.shutdown_grace)
             await stop_deployment_runs(app.state.deployment_runs)
-            if database.loop_reads is not None:
-                await database.loop_reads.close()
             database.dispose()
             app.state.heavy_work.close()
 

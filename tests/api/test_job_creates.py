@@ -1,9 +1,9 @@
-"""A job create into a collection the serving process has written into before. On PostgreSQL the process keeps the
-collection's row from its last read (store.write_scope.KnownCollections) and inserts the next new job without
-reading the collection again, relying on the insert's check of the row's version (bench/README, issue 33, tenth
-session: a third of a PUT's server CPU). What another process changes meanwhile must still rule the next create:
-a new quota, the collection deleted and made again, a job of the same name. The in-process API (``app``) serves
-the creates; the session's server process (``http``), on the same store, makes the changes."""
+"""A job create into a collection the serving process has written into before. On PostgreSQL a new job is read and
+validated before its collection's write lock is taken and inserted by a guarded insert that checks the collection's
+row version, the name and the job count (store.repository.insert_job_if_unchanged, service.jobs.put_locking_late).
+What another process changes meanwhile must still rule the next create: a new quota, the collection deleted and
+made again, a job of the same name. The in-process API (``app``) serves the creates; the session's server process
+(``http``), on the same store, makes the changes."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""A new job's insert on PostgreSQL (store.repository.insert_job_locked_and_commit): the job is read and validated
-before the collection's write lock is taken, so the insert itself must check that what it was built from still
-holds once the lock is granted — the name free, the collection unchanged, the job count under the limit — and
-write nothing when one no longer does (the API then does the whole write again under the lock)."""
+"""A new job's insert on PostgreSQL (store.repository.insert_job_if_unchanged, under the lock taken by
+store.write_scope.PostgresWriteScope): the job is read and validated before the collection's write lock is taken,
+so the insert itself must check that what it was built from still holds once the lock is granted — the name free,
+the collection unchanged, the job count under the limit — and write nothing when one no longer does (the API then
+decides the write again under the lock, from what is stored then)."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -73,24 +73,11 @@ def new_job(collection_id: int, name: str = "new") -> JobRow:
     )
 
 
-@pytest.fixture(params=["session", "loop"])
-def way(request: pytest.FixtureRequest) -> str:
-    """How the insert is sent: from a session's transaction on a thread (insert_job_locked_and_commit), or on an
-    event loop over the loop-read connections (insert_job_locked_and_commit_on_loop, store.write_scope.LoopCreate)."""
-    return str(request.param)
-
-
-def insert(database: Database, job: JobRow, version: str, max_jobs: int = 10, way: str = "session") -> bool:
-    if way == "loop":
-        assert database.loop_reads is not None
-        on_loop = repo.insert_job_locked_and_commit_on_loop(
-            database.loop_reads, job, collection_version=version, max_jobs=max_jobs, locks=[LOCK]
-        )
-        return asyncio.run(on_loop)
+def insert(database: Database, job: JobRow, version: str, max_jobs: int = 10) -> bool:
     with database.session() as session:
         repo.find_collection(session, "s", "g", "c")  # the transaction has begun, as in the API
-        return repo.insert_job_locked_and_commit(
-            session, job, collection_version=version, max_jobs=max_jobs, locks=[LOCK]
+        return write_scope(database, session).insert_if_unchanged(
+            job, collection=REF, collection_version=version, max_jobs=max_jobs
         )
 
 
@@ -99,10 +86,10 @@ def job_names(database: Database, collection_id: int) -> list[str]:
         return sorted(session.scalars(select(JobRow.name).where(JobRow.collection_id == collection_id)))
 
 
-def test_inserts_the_job_as_the_orm_would_with_its_secrets_sealed(database: Database, way: str) -> None:
+def test_inserts_the_job_as_the_orm_would_with_its_secrets_sealed(database: Database) -> None:
     collection = add_collection(database)
     job = new_job(collection)
-    assert insert(database, job, read_version(database, collection), way=way)
+    assert insert(database, job, read_version(database, collection))
     with database.session() as session:
         stored = session.scalars(select(JobRow).where(JobRow.id == job.id)).one()
         raw = session.execute(text("SELECT definition::text FROM jobs WHERE id = :id"), {"id": job.id}).scalar_one()
@@ -111,38 +98,38 @@ def test_inserts_the_job_as_the_orm_would_with_its_secrets_sealed(database: Data
     assert PASSWORD not in raw and "password" in raw
 
 
-def test_nothing_is_written_when_the_collection_changed_after_it_was_read(database: Database, way: str) -> None:
+def test_nothing_is_written_when_the_collection_changed_after_it_was_read(database: Database) -> None:
     collection = add_collection(database)
     version = read_version(database, collection)
     with database.session() as session:  # a plan change committed between the read and the lock
         session.execute(update(JobCollectionRow).where(JobCollectionRow.id == collection).values(sku="P10Premium"))
-    assert not insert(database, new_job(collection), version, way=way)
+    assert not insert(database, new_job(collection), version)
     assert job_names(database, collection) == []
-    assert insert(database, new_job(collection), read_version(database, collection), way=way)  # read again: it goes in
+    assert insert(database, new_job(collection), read_version(database, collection))  # read again: it goes in
 
 
-def test_nothing_is_written_when_the_name_was_taken_meanwhile(database: Database, way: str) -> None:
+def test_nothing_is_written_when_the_name_was_taken_meanwhile(database: Database) -> None:
     collection = add_collection(database)
     version = read_version(database, collection)
     add_job(database, collection, "NEW", T0)  # names are case-insensitive
-    assert not insert(database, new_job(collection), version, way=way)
+    assert not insert(database, new_job(collection), version)
     with database.session() as session:
         [stored] = session.scalars(select(JobRow).where(JobRow.collection_id == collection))
     assert stored.name == "NEW" and stored.definition["action"]["request"].get("authentication") is None
 
 
-def test_nothing_is_written_at_the_job_limit(database: Database, way: str) -> None:
+def test_nothing_is_written_at_the_job_limit(database: Database) -> None:
     collection = add_collection(database)
     version = read_version(database, collection)
     add_job(database, collection, "first", T0)
     add_job(database, collection, "second", T0)
-    assert not insert(database, new_job(collection), version, max_jobs=2, way=way)
+    assert not insert(database, new_job(collection), version, max_jobs=2)
     assert job_names(database, collection) == ["first", "second"]
-    assert insert(database, new_job(collection), version, max_jobs=3, way=way)
+    assert insert(database, new_job(collection), version, max_jobs=3)
     assert job_names(database, collection) == ["first", "new", "second"]
 
 
-def test_the_insert_waits_for_the_lock_and_counts_what_its_holder_committed(database: Database, way: str) -> None:
+def test_the_insert_waits_for_the_lock_and_counts_what_its_holder_committed(database: Database) -> None:
     """The limit is checked after the lock is granted: a write holding it when the insert is sent, and adding
     the job that reaches the limit, makes the insert write nothing — although the job was read and built
     when there was room."""
@@ -153,7 +140,7 @@ def test_the_insert_waits_for_the_lock_and_counts_what_its_holder_committed(data
     session = holder.__enter__()
     try:
         repo.advisory_lock(session, LOCK)
-        waiter = threading.Thread(target=lambda: outcome.append(insert(database, new_job(collection), version, 1, way)))
+        waiter = threading.Thread(target=lambda: outcome.append(insert(database, new_job(collection), version, 1)))
         waiter.start()
         waiter.join(1.0)
         assert waiter.is_alive() and outcome == [], "the insert went ahead while another write held the lock"
@@ -192,7 +179,7 @@ def test_a_create_whose_collection_changed_meanwhile_is_decided_again_under_the_
     under the lock reads the collection afresh and refuses the job (not: inserts it by the plan read before)."""
     collection = add_collection(database)
     add_job(database, collection, "first", T0)
-    guarded = repo.insert_job_locked_and_commit
+    guarded = repo.insert_job_if_unchanged
 
     def quota_set_meanwhile(session: Any, job: JobRow, **guard: Any) -> bool:
         with database.session() as other:
@@ -203,7 +190,7 @@ def test_a_create_whose_collection_changed_meanwhile_is_decided_again_under_the_
             )
         return guarded(session, job, **guard)
 
-    monkeypatch.setattr(repo, "insert_job_locked_and_commit", quota_set_meanwhile)
+    monkeypatch.setattr(repo, "insert_job_if_unchanged", quota_set_meanwhile)
     with pytest.raises(Conflict, match="already holds 1 jobs"):
         put_job(database, "second")
     assert job_names(database, collection) == ["first"]
@@ -213,54 +200,50 @@ def test_a_create_whose_name_was_taken_meanwhile_replaces_that_job(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     collection = add_collection(database)
-    guarded = repo.insert_job_locked_and_commit
+    guarded = repo.insert_job_if_unchanged
 
     def created_meanwhile(session: Any, job: JobRow, **guard: Any) -> bool:
         add_job(database, collection, "Twin", T0)
         return guarded(session, job, **guard)
 
-    monkeypatch.setattr(repo, "insert_job_locked_and_commit", created_meanwhile)
+    monkeypatch.setattr(repo, "insert_job_if_unchanged", created_meanwhile)
     job, created = put_job(database, "twin")
     assert not created and job.name == "Twin" and job.version == 2
     assert job_names(database, collection) == ["Twin"]
 
 
-def test_a_failure_of_the_insert_is_sqlalchemys_error(database: Database) -> None:
-    """The insert goes through the driver's own connection, under SQLAlchemy: its failures must still surface
-    as SQLAlchemy's errors, which the API maps (an OperationalError, the database's state, answers 503; a
-    driver's own exception would be a 500). Here the lock is not granted within the session's lock_timeout."""
+def test_a_lock_not_granted_in_time_is_sqlalchemys_error(database: Database) -> None:
+    """The lock and the insert go through the session: a lock not granted within the session's lock_timeout is
+    SQLAlchemy's OperationalError (the database's state: the API answers 503), the transaction writes nothing,
+    and the pool's connection serves the next insert."""
     collection = add_collection(database)
     version = read_version(database, collection)
     with database.session() as holder:
         repo.advisory_lock(holder, LOCK)
         with pytest.raises(OperationalError, match="lock timeout"), database.session() as session:
             session.execute(text("SET LOCAL lock_timeout = '200ms'"))
-            repo.insert_job_locked_and_commit(
-                session, new_job(collection), collection_version=version, max_jobs=10, locks=[LOCK]
+            write_scope(database, session).insert_if_unchanged(
+                new_job(collection), collection=REF, collection_version=version, max_jobs=10
             )
     assert job_names(database, collection) == []
-    assert insert(database, new_job(collection), version)  # the pool's connection is usable again
+    assert insert(database, new_job(collection), version)
 
 
-def test_a_create_into_a_collection_read_before_goes_in_one_round_trip(database: Database) -> None:
-    """The process keeps the collection's row from its last read (store.write_scope.KnownCollections): the next
-    create sends no statement of its own before the one round trip of lock, insert and COMMIT (which bypasses
-    SQLAlchemy's cursor); a create after the collection changed reads it again."""
+def test_creates_into_one_collection_follow_its_changes(database: Database) -> None:
+    """Each create reads the collection with the job's name in one statement before the lock: a change of plan
+    between two creates rules the next (the create route's statements: that read, the lock, the guarded insert)."""
     collection = add_collection(database)
     statements: list[str] = []
     record = lambda _conn, _cursor, statement, *_: statements.append(statement)  # noqa: E731
     event.listen(database.engine, "before_cursor_execute", record)
     try:
         put_job(database, "first")
-        assert len(statements) == 1 and "job_collections" in statements[0]  # the collection's read
-        statements.clear()
-        job, created = put_job(database, "second")
-        assert created and job.id is not None and statements == []
-        with database.session() as session:  # a change of plan: the next create reads the collection again
+        assert [s.lstrip().split()[0] for s in statements] == ["SELECT", "SELECT", "INSERT"], statements
+        assert "job_collections" in statements[0] and "pg_advisory_xact_lock" in statements[1]
+        with database.session() as session:  # a change of plan: the next create reads it
             session.execute(update(JobCollectionRow).where(JobCollectionRow.id == collection).values(sku="P10Premium"))
-        statements.clear()
-        put_job(database, "third")
-        assert sum("job_collections" in s and s.lstrip().startswith("SELECT") for s in statements) == 1, statements
+        job, created = put_job(database, "second")
+        assert created and job.id is not None
     finally:
         event.remove(database.engine, "before_cursor_execute", record)
-    assert job_names(database, collection) == ["first", "second", "third"]
+    assert job_names(database, collection) == ["first", "second"]

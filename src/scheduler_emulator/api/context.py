@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -25,9 +25,8 @@ from scheduler_emulator.domain.errors import Conflict, FieldError, InvalidName, 
 from scheduler_emulator.schemas import strict_json
 from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.store.database import Database
-from scheduler_emulator.store.loop_reads import LoopReads
-from scheduler_emulator.store.wakeups import EVERY_CHANGE, earliest_noted, wake_needed
-from scheduler_emulator.store.write_scope import LoopCreate, WriteScope, collection_lock, loop_create, write_scope
+from scheduler_emulator.store.wakeups import earliest_noted, wake_needed
+from scheduler_emulator.store.write_scope import WriteScope, collection_lock, write_scope
 
 if TYPE_CHECKING:
     from scheduler_emulator.dispatcher.loop import Dispatcher
@@ -157,11 +156,9 @@ def write_locks(request: Request) -> list[str]:
     return [collection_key] if job_write else [f"subscription:{subscription}", collection_key]
 
 
-async def in_session(request: Request, work: Callable[[Session], T], wake: bool = False) -> T:
-    """Run ``work`` in one store transaction on a worker thread, holding the request's write locks (see
-    write_locks) from the start; domain errors become ARM errors. ``wake``: the work may make a job due
-    earlier, so wake the dispatchers once it is committed — unless every job it changed noted
-    (store.wakeups.note_due) that it is not due before they look anyway."""
+async def in_session(request: Request, work: Callable[[Session], T], *, wake: bool = False) -> T:
+    """in_write_scope's simple case: ``work`` runs on the transaction's session holding the request's write locks
+    (see write_locks) from the start."""
 
     locks = write_locks(request)
 
@@ -169,21 +166,23 @@ async def in_session(request: Request, work: Callable[[Session], T], wake: bool 
         scope.hold(*locks)
         return work(scope.session)
 
-    return await in_session_locking_late(request, locked_first, wake)
+    return await in_write_scope(request, locked_first, wake=wake)
 
 
-async def in_session_locking_late(request: Request, work: Callable[[WriteScope], T], wake: bool = False) -> T:
-    """As in_session, but taking the write lock is left to ``work``: it gets a write scope over the transaction
-    (store.write_scope: ``lock(collection)``, ``insert_if_unchanged``), to take the lock before it writes, or
-    before it reads anything its checks need that a concurrent write could change."""
+async def in_write_scope(request: Request, work: Callable[[WriteScope], T], *, wake: bool = False) -> T:
+    """The one way a request writes: ``work`` runs in one store transaction on the database's writer thread
+    (SQLite) or a worker thread (PostgreSQL), given a write scope over it (store.write_scope: ``lock(collection)``,
+    ``insert_if_unchanged``) through which it takes the write lock before it writes, or before it reads anything
+    its checks need that a concurrent write could change; domain errors become ARM errors. ``wake``: the work
+    may make a job due earlier, so wake the dispatchers once it is committed, unless every job it changed noted
+    (store.wakeups.note_due) that it is not due before they look anyway."""
     database: Database = request.app.state.database
-
     lookahead = wake_lookahead(request.app.state.settings)
 
     def run() -> tuple[T, bool, datetime | None]:
         looks_by = None if lookahead is None else datetime.now(UTC) + lookahead  # the dispatchers, by themselves
         with database.session() as session:
-            scope = write_scope(database, session, None if not wake else looks_by or EVERY_CHANGE)
+            scope = write_scope(database, session)
             result = work(scope)
             woken = wake and (looks_by is None or wake_needed(session, looks_by))
             not_before = None if looks_by is None or not woken else earliest_noted(session)
@@ -191,24 +190,24 @@ async def in_session_locking_late(request: Request, work: Callable[[WriteScope],
                 scope.announce_change(not_before)
             return result, woken, not_before
 
-    result, wake, not_before = await _in_thread(run, database.writer() or database.workers())
-    if wake:
+    result, woken, not_before = await _in_thread(run, database.writer() or database.workers())
+    if woken:
         wake_dispatcher(request, not_before)
     return result
 
 
 async def in_read_session(request: Request, work: Callable[[Session], T], *, small: bool = False) -> T:
-    """Run ``work``, which only reads, in one read transaction (Database.read_session: on SQLite it neither
-    waits for writes and the dispatcher's transactions nor holds them up) on a reader thread (Database.reader)
-    or a worker thread; domain errors become ARM errors. A write through its session fails.
+    """The one way a request reads: ``work``, which only reads, in one read transaction (Database.read_session:
+    on SQLite it neither waits for writes and the dispatcher's transactions nor holds them up) on a reader
+    thread (Database.reader) or a worker thread; domain errors become ARM errors. A write through its session
+    fails.
 
-    ``small``: the read is of a row or two (a job, a collection). On a SQLite file, which never makes a reader
-    wait, it then runs here on the event loop, in one go. On a reader thread it took the interpreter lock back
-    after each call into SQLite, behind the event loop's and the dispatcher's threads: with 3,000 fires/s and
-    100 GET job/s, the reader threads used 1.46 ms of CPU per GET; on the loop a GET costs about 0.4 ms
-    (bench/thread_cpu.py). GET p99 in that run went from 175 to 22 ms, together with a change to the action
-    process (bench/README, issue 33, sixth session). Such a read is of one statement, so it runs outside a
-    transaction (Database.statement_session): no BEGIN and COMMIT around it."""
+    ``small``: the read is of one statement (a job with its collection, a collection), so it runs outside a
+    transaction (Database.statement_session): no BEGIN and COMMIT around it. On a SQLite file, which never makes
+    a reader wait, the same ``run`` is called here on the event loop rather than handed to a reader thread: there
+    it took the interpreter lock back after each call into SQLite, behind the event loop's and the dispatcher's
+    threads; with 3,000 fires/s and 100 GET job/s the reader threads used 1.46 ms of CPU per GET against about
+    0.4 ms on the loop (bench/thread_cpu.py; bench/README.md)."""
     database: Database = request.app.state.database
 
     def run() -> T:
@@ -220,38 +219,6 @@ async def in_read_session(request: Request, work: Callable[[Session], T], *, sma
         with _as_arm_errors():
             return run()
     return await _in_thread(run, reader or database.workers())
-
-
-async def in_loop_read(request: Request, read: Callable[[LoopReads], Awaitable[T]], work: Callable[[Session], T]) -> T:
-    """A read of one statement: ``read`` on the event loop where the store has such reads (PostgreSQL:
-    store.loop_reads, no thread and no ORM session), otherwise ``work``, which reads the same, as
-    in_read_session's small reads; domain errors become ARM errors, the database's state a 503."""
-    reads = request.app.state.database.loop_reads
-    if reads is None:
-        return await in_read_session(request, work, small=True)
-    with _as_arm_errors():
-        return await read(reads)
-
-
-async def in_loop_create(
-    request: Request, create: Callable[[LoopCreate], Awaitable[T | None]], woken_at: Callable[[T], datetime | None]
-) -> T | None:
-    """A write that creates on the event loop where the store can (PostgreSQL: store.write_scope.LoopCreate):
-    ``create``'s result, None when the store cannot or ``create`` left it to the session's way (nothing
-    written). Domain errors become ARM errors, the database's state a 503. Once written, the dispatchers are
-    woken as in_session_locking_late's ``wake`` would (the other processes' by the insert's announcement; this
-    one's here, at ``woken_at`` of the result: when the new job is due)."""
-    database: Database = request.app.state.database
-    lookahead = wake_lookahead(request.app.state.settings)
-    horizon = EVERY_CHANGE if lookahead is None else datetime.now(UTC) + lookahead
-    scope = loop_create(database, horizon)
-    if scope is None:
-        return None
-    with _as_arm_errors():
-        result = await create(scope)
-    if result is not None and scope.announced is not None:
-        wake_dispatcher(request, None if lookahead is None else woken_at(result))
-    return result
 
 
 async def _in_thread(run: Callable[[], T], executor: Executor) -> T:

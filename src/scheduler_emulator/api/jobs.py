@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -12,11 +11,9 @@ from sqlalchemy.orm import Session
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.client_dialects import client_dialect, read_sent_durations
 from scheduler_emulator.api.context import (
-    in_loop_create,
-    in_loop_read,
     in_read_session,
     in_session,
-    in_session_locking_late,
+    in_write_scope,
     json_object,
     now,
     retry_floor,
@@ -27,8 +24,7 @@ from scheduler_emulator.schemas.job import JobDefinitionIn
 from scheduler_emulator.schemas.member_names import canonical_names
 from scheduler_emulator.service import collections, jobs
 from scheduler_emulator.service.collections import CollectionRef
-from scheduler_emulator.store.models import JobCollectionRow, JobRow
-from scheduler_emulator.store.write_scope import LoopCreate, WriteScope
+from scheduler_emulator.store.write_scope import WriteScope
 
 router = APIRouter()
 
@@ -57,20 +53,12 @@ async def create_or_replace_job(
     read_sent_durations(raw, dialect)
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
-    def create_here(create: LoopCreate) -> Awaitable[tuple[JobCollectionRow, JobRow] | None]:
-        return jobs.create_known_on_loop(create, ref, job_name, raw, moment=moment, floor=floor)
-
-    # A new job in a collection this process knows: created on the event loop, where the store can.
-    made = await in_loop_create(request, create_here, lambda new: new[1].next_execution_time)
-    if made is not None:
-        return JSONResponse(job_to_wire(*made, dialect.one_job), status_code=201)
-
     def work(scope: WriteScope) -> tuple[int, dict[str, Any]]:
         collection, job, created = jobs.put_locking_late(scope, ref, job_name, raw, moment=moment, floor=floor)
         return (201 if created else 200), job_to_wire(collection, job, dialect.one_job)
 
     # Writes into one collection queue on its lock: put takes it as late as it can.
-    status, wire = await in_session_locking_late(request, work, wake=True)
+    status, wire = await in_write_scope(request, work, wake=True)
     return JSONResponse(wire, status_code=status)
 
 
@@ -103,11 +91,7 @@ async def get_job(
     style = client_dialect(request).one_job
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
-    collection, job = await in_loop_read(
-        request,
-        lambda reads: jobs.get_in_on_loop(reads, ref, job_name),
-        lambda session: jobs.get_in(session, ref, job_name),
-    )
+    collection, job = await in_read_session(request, lambda session: jobs.get_in(session, ref, job_name), small=True)
     return JSONResponse(job_to_wire(collection, job, style))
 
 

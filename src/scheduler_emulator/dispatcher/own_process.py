@@ -316,8 +316,6 @@ class _Child:
             await self.dispatcher.stop(grace)
         finally:
             await actions.close()
-            if database.loop_reads is not None:
-                await database.loop_reads.close()
             database.dispose()
         return 0
 

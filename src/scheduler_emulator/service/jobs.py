@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.certificates import read_pfx
 from scheduler_emulator.domain.clock import isoformat_z
-from scheduler_emulator.domain.errors import Conflict, FieldError, InvalidName, NotFound, TooLarge
+from scheduler_emulator.domain.errors import Conflict, NotFound, TooLarge
 from scheduler_emulator.domain.job_rules import RetrySpec, check_job, check_job_count
 from scheduler_emulator.domain.merge import merge_patch
 from scheduler_emulator.domain.plans import Limits
@@ -30,11 +30,10 @@ from scheduler_emulator.service.validation import check_name_length, read_model
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 from scheduler_emulator.store.wakeups import note_due
-from scheduler_emulator.store.write_scope import LoopCreate, WriteScope
+from scheduler_emulator.store.write_scope import WriteScope
 
 if TYPE_CHECKING:  # service.collections imports this module
     from scheduler_emulator.service.collections import CollectionRef
-    from scheduler_emulator.store.loop_reads import LoopReads
 
 log = logging.getLogger("scheduler_emulator.service")
 
@@ -54,12 +53,6 @@ def get(session: Session, collection: JobCollectionRow, name: str) -> JobRow:
 def get_in(session: Session, ref: CollectionRef, name: str) -> tuple[JobCollectionRow, JobRow]:
     """The collection ``ref`` names and its job ``name``, read together; NotFound for whichever is missing."""
     found = repo.find_collection_with_job(session, ref.subscription_id, ref.resource_group, ref.name, name)
-    return _found_in(ref, name, found)
-
-
-async def get_in_on_loop(reads: LoopReads, ref: CollectionRef, name: str) -> tuple[JobCollectionRow, JobRow]:
-    """As get_in, read on the event loop (store.loop_reads)."""
-    found = await repo.find_collection_with_job_on_loop(reads, ref.subscription_id, ref.resource_group, ref.name, name)
     return _found_in(ref, name, found)
 
 
@@ -97,91 +90,43 @@ def put(
 def put_locking_late(
     scope: WriteScope, ref: CollectionRef, name: str, raw: dict[str, Any], *, moment: datetime, floor: timedelta
 ) -> tuple[JobCollectionRow, JobRow, bool]:
-    """As put, taking the collection's write lock through ``scope`` as late as the store allows: a new job is
-    read and validated first and inserted under it where the scope can (_create_before_locking); anything
-    else runs under it."""
-    if scope.inserts_before_locking:
-        created = _create_before_locking(scope, ref, name, raw, moment=moment, floor=floor)
-        if created is not None:
-            return created
-    scope.lock(ref)
-    return put(scope.session, ref, name, raw, moment=moment, floor=floor)
+    """As put, taking the collection's write lock through ``scope`` as late as the store allows
+    (store.write_scope: one route per database, chosen with the scope). Where the scope inserts before locking
+    (PostgreSQL), a new job is read and validated before the lock is taken and inserted under it by the guarded
+    insert (_create_before_locking); a replace, and every write on a store that locks from the start, runs under
+    the lock."""
+    if not scope.inserts_before_locking:
+        scope.lock(ref)
+        return put(scope.session, ref, name, raw, moment=moment, floor=floor)
+    return _create_before_locking(scope, ref, name, raw, moment=moment, floor=floor)
 
 
 def _create_before_locking(
     scope: WriteScope, ref: CollectionRef, name: str, raw: dict[str, Any], *, moment: datetime, floor: timedelta
-) -> tuple[JobCollectionRow, JobRow, bool] | None:
-    """A new job, holding the collection's write lock only while the database runs its INSERT and the end of
-    the transaction: read and validated before the lock is taken, then inserted by one statement that checks
-    that what it was built from still holds (the name free, the collection unchanged, its job count under the
-    limit), sent with the lock and the COMMIT in one round trip (scope.insert_if_unchanged). Jobs written into
-    one collection queue on that lock, so what runs under it bounds their rate. None when it is not a plain
-    create, when the read led to an error, or when something changed meanwhile (then nothing was written, and
-    the transaction that read it has ended): the caller then does it all under the lock, as for any other
-    write. A collection this process read before (scope.known_collection) is not read again: the insert checks
-    its version, and its job count (the limit is checked by the insert alone then); a name already taken makes
-    the insert write nothing, and the replace is done under the lock."""
+) -> tuple[JobCollectionRow, JobRow, bool]:
+    """Create or replace, holding the collection's write lock for a new job only while the database runs its
+    INSERT and the end of the transaction: the collection, the name and the job count are read and the job
+    built and validated before the lock is taken, then inserted by one statement that checks that what it was
+    built from still holds (the name free, the collection unchanged, its job count under the limit). Jobs
+    written into one collection queue on that lock, so what runs under it bounds their rate. A name already
+    taken is a replace, done under the lock from the start. When the insert writes nothing (another write changed
+    the collection or took the name between the read and the lock), the write is decided again under the lock,
+    which is then held, from what is stored then: its inputs changed, so the job is built again from them."""
     session = scope.session
-    known = scope.known_collection(ref)
-    if known is not None:
-        (collection, version), count = known, 0
-    else:
-        found = repo.find_collection_job_and_version(session, ref.subscription_id, ref.resource_group, ref.name, name)
-        if found is None:
-            return None
-        collection, existing, count, version = found
-        scope.remember_collection(ref, collection, version)
-        if existing is not None:
-            return None
-    built = _built_to_insert(collection, name, raw, moment=moment, floor=floor, count=count)
-    if built is None:
-        return None
-    job, limits = built
-    if not scope.insert_if_unchanged(job, collection=ref, collection_version=version, max_jobs=limits.max_jobs):
-        return None
-    note_due(session, job.next_execution_time, None, at_once=False)
-    return collection, job, True
-
-
-async def create_known_on_loop(
-    create: LoopCreate, ref: CollectionRef, name: str, raw: dict[str, Any], *, moment: datetime, floor: timedelta
-) -> tuple[JobCollectionRow, JobRow] | None:
-    """A new job into a collection this process knows, validated and inserted on the event loop
-    (store.write_scope.LoopCreate), as _create_before_locking does it with a known collection. None when the
-    collection is not known, the definition carries a certificate (reading a pfx is work for a thread, not the
-    loop), the job cannot be built from what is known, or the insert wrote nothing: put_locking_late then does
-    it."""
-    known = create.known_collection(ref)
-    if known is None or _carries_key(raw, "pfx"):
-        return None
-    collection, version = known
-    built = _built_to_insert(collection, name, raw, moment=moment, floor=floor, count=0)
-    if built is None:
-        return None
-    job, limits = built
-    if not await create.insert_if_unchanged(job, collection=ref, collection_version=version, max_jobs=limits.max_jobs):
-        return None
-    return collection, job
-
-
-def _built_to_insert(
-    collection: JobCollectionRow, name: str, raw: dict[str, Any], *, moment: datetime, floor: timedelta, count: int
-) -> tuple[JobRow, Limits] | None:
-    """A new job built from ``raw`` into ``collection`` holding ``count`` jobs (0: the guarded insert checks the
-    limit); None when that fails (the caller then decides under the lock, from what is stored then)."""
-    try:
-        return _build(JobWrite(collection=collection, name=name, raw=raw, moment=moment, floor=floor, job_count=count))
-    except (FieldError, Conflict, InvalidName, TooLarge):
-        return None
-
-
-def _carries_key(value: Any, key: str) -> bool:
-    """Whether a JSON value has a member named ``key`` at any depth (request bodies nest 32 levels at most)."""
-    if isinstance(value, dict):
-        return key in value or any(_carries_key(item, key) for item in value.values())
-    if isinstance(value, list):
-        return any(_carries_key(item, key) for item in value)
-    return False
+    found = repo.find_collection_job_and_version(session, ref.subscription_id, ref.resource_group, ref.name, name)
+    if found is None:
+        raise NotFound("job collection", ref.name)
+    collection, existing, count, version = found
+    if existing is None:
+        job, limits = _build(
+            JobWrite(collection=collection, name=name, raw=raw, moment=moment, floor=floor, job_count=count)
+        )
+        if scope.insert_if_unchanged(job, collection=ref, collection_version=version, max_jobs=limits.max_jobs):
+            note_due(session, job.next_execution_time, None, at_once=False)
+            return collection, job, True
+    scope.lock(ref)
+    session.expire_all()  # what was read before the lock is read again under it
+    return put(session, ref, name, raw, moment=moment, floor=floor)
 
 
 def patch(

@@ -37,7 +37,6 @@ from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from scheduler_emulator.store.loop_reads import LoopReads
 from scheduler_emulator.store.models import EmulatorSettingRow, JobRow
 from scheduler_emulator.store.secrets import SecretBox, SecretKeyMismatch, secret_values
 
@@ -323,8 +322,6 @@ class Database:
         self._statement_sessions: sessionmaker[Session] | None = None
         self._read_lock: WriteTurn | None = self._lock
         self.read_engine: Engine = self.engine
-        # PostgreSQL's reads of one statement that an API request makes on the event loop (store.loop_reads).
-        self.loop_reads: LoopReads | None = None
         if self.dialect == "sqlite" and kwargs.get("poolclass") is not StaticPool:
             # Readers of a file database need no turn on the write lock: in WAL mode a reader works from the
             # last committed snapshot while one writer goes on. Their own engine, whose connections refuse
@@ -350,7 +347,6 @@ class Database:
             self._statement_sessions = sessionmaker(
                 self.engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
             )
-            self.loop_reads = LoopReads(self.engine, kwargs["connect_args"])
 
     @property
     def on_disk(self) -> bool:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
-    Dialect,
     Insert,
     Select,
     Text,
@@ -22,8 +20,6 @@ from sqlalchemy import (
 )
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, aliased
 
 from scheduler_emulator.store.models import (
@@ -37,21 +33,19 @@ from scheduler_emulator.store.models import (
     JobRow,
     OccurrenceRow,
 )
-from scheduler_emulator.store.wakeups import notification
-
-if TYPE_CHECKING:
-    from scheduler_emulator.store.loop_reads import LoopReads
 
 FINAL_STATES = ("Completed", "Faulted")
 
 
-_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%(key)s))"  # in the driver's (psycopg's) own SQL
+@cache
+def _advisory_lock() -> Select[Any]:
+    return select(func.pg_advisory_xact_lock(func.hashtext(bindparam("key", type_=Text))))
 
 
 def advisory_lock(session: Session, key: str) -> None:
     """Hold the PostgreSQL advisory lock named ``key`` until the transaction ends (store.write_scope, which takes
     the API's write locks so that writes checking limits before writing never interleave)."""
-    session.connection().exec_driver_sql(_LOCK, {"key": key})
+    session.execute(_advisory_lock(), {"key": key})
 
 
 # The statements nearly every request runs are built once, with bound parameters: building one costs more
@@ -138,41 +132,43 @@ def find_collection_and_job(
     return None if row is None else (row[0], row[1], int(row[2]))
 
 
-def _collection_version(dialect: str) -> ColumnElement[str]:
-    """A collection row's version, which every change to the row changes. PostgreSQL: the transaction that wrote
-    it (``xmin``), changed by every UPDATE (never by a row lock). SQLite: what a job is built from (plan, state,
-    properties) and when the row was last written (a virtual clock may write twice at one instant)."""
-    if dialect == "postgresql":
-        return sql_cast(literal_column("job_collections.xmin"), Text)
-    parts = (COLLECTIONS.c.sku, COLLECTIONS.c.state, sql_cast(COLLECTIONS.c.updated_at, Text))
-    version: ColumnElement[str] = sql_cast(COLLECTIONS.c.properties, Text)
-    for part in parts:
-        version = part.concat("|").concat(version)
-    return version
+def _collection_version() -> ColumnElement[str]:
+    """A collection row's version, which every change to the row changes: the transaction that wrote it
+    (PostgreSQL's ``xmin``), changed by every UPDATE (never by a row lock)."""
+    return sql_cast(literal_column("job_collections.xmin"), Text)
 
 
 @cache
-def _collection_job_count_and_version(dialect: str) -> Select[JobCollectionRow, JobRow, int, str]:
+def _collection_job_count_and_version() -> Select[JobCollectionRow, JobRow, int, str]:
     """As _collection_job_and_count, with the collection row's version."""
-    return _collection_job_and_count().add_columns(_collection_version(dialect))
+    return _collection_job_and_count().add_columns(_collection_version())
 
 
 def find_collection_job_and_version(
     session: Session, subscription: str, resource_group: str, name: str, job_name: str
 ) -> tuple[JobCollectionRow, JobRow | None, int, str] | None:
     """As find_collection_and_job, with the version of the collection's row for a guarded insert
-    (insert_job_locked_and_commit, insert_job_if_unchanged: see store.write_scope)."""
-    names = _names(subscription, resource_group, name, job_name)
-    dialect = session.get_bind().dialect.name
-    row = session.execute(_collection_job_count_and_version(dialect), names).first()
-    return None if row is None else (row[0], row[1], int(row[2]), str(row[3]))
+    (insert_job_if_unchanged; PostgreSQL only: store.write_scope.PostgresWriteScope)."""
+    row = session.execute(_collection_job_count_and_version(), _names(subscription, resource_group, name, job_name))
+    found = row.first()
+    return None if found is None else (found[0], found[1], int(found[2]), str(found[3]))
 
 
-# What a new job's row holds; every other column starts empty.
-_NEW_JOB_COLUMNS = (
-    "collection_id", "name", "name_key", "definition", "state", "series_origin", "next_execution_time",
-    "execution_count", "failure_count", "faulted_count", "repeat_count", "version", "created_at", "updated_at",
-)  # fmt: skip
+# A new job's row: every column of the table but its id, read from the JobRow the service built (a column added to
+# store.models.JobRow, with its migration, is written here without naming it).
+_NEW_JOB_COLUMNS = tuple(column.key for column in JOBS.c if not column.primary_key)
+
+
+def _new_job_values(job: JobRow) -> dict[str, Any]:
+    """``job``'s column values for its INSERT; a column it leaves unset takes the model's default (as a flush would)."""
+    values: dict[str, Any] = {}
+    for key in _NEW_JOB_COLUMNS:
+        value = getattr(job, key)
+        default = JOBS.c[key].default
+        if value is None and default is not None and default.is_scalar:
+            value = default.arg  # type: ignore[attr-defined]  # a scalar ColumnDefault
+        values[key] = value
+    return values
 
 
 @cache
@@ -186,26 +182,27 @@ def insert_job(session: Session, job: JobRow) -> None:
     """Insert the new ``job`` (not added to the session) in the session's transaction and set its id: what
     adding it and flushing would write, by one statement built once, without the unit of work's bookkeeping
     (most of the database's share of a PUT's CPU)."""
-    params = {name: getattr(job, name) for name in _NEW_JOB_COLUMNS}
-    job.id = session.connection().execute(_job_insert(), params).scalar_one()  # Core: no ORM statement to set up
+    # Core: no ORM statement to set up
+    job.id = session.connection().execute(_job_insert(), _new_job_values(job)).scalar_one()
 
 
 @cache
-def _guarded_job_insert(dialect: str) -> Insert:
-    """INSERT a new job only while its name is free, its collection's row is still the version read
-    (``collection_version``) and the collection holds fewer than ``max_jobs`` jobs; RETURNING its id."""
+def _guarded_job_insert() -> Insert:
+    """The one guarded insert: INSERT a new job only while its name is free, its collection's row is still the
+    version read (``collection_version``) and the collection holds fewer than ``max_jobs`` jobs; RETURNING its
+    id (PostgreSQL: ``ON CONFLICT DO NOTHING`` on the name's unique index)."""
     values = [bindparam(name, type_=JOBS.c[name].type) for name in _NEW_JOB_COLUMNS]  # rendered with casts
     collection = bindparam("collection_id", type_=JOBS.c.collection_id.type)
     count = select(func.count()).select_from(JOBS).where(JOBS.c.collection_id == collection).scalar_subquery()
     unchanged = (
         select(COLLECTIONS.c.id)
-        .where(COLLECTIONS.c.id == collection, bindparam("collection_version") == _collection_version(dialect))
+        .where(COLLECTIONS.c.id == collection, bindparam("collection_version") == _collection_version())
         .exists()
     )
     source = select(*values).where(count < bindparam("max_jobs"), unchanged)
-    statement = postgresql_insert(JOBS) if dialect == "postgresql" else sqlite_insert(JOBS)
     return (
-        statement.from_select(list(_NEW_JOB_COLUMNS), source)
+        postgresql_insert(JOBS)
+        .from_select(list(_NEW_JOB_COLUMNS), source)
         .on_conflict_do_nothing(index_elements=[JOBS.c.collection_id, JOBS.c.name_key])
         .returning(JOBS.c.id)
     )
@@ -213,111 +210,17 @@ def _guarded_job_insert(dialect: str) -> Insert:
 
 def insert_job_if_unchanged(session: Session, job: JobRow, *, collection_version: str, max_jobs: int) -> bool:
     """Insert the new ``job`` (not added to the session) in the session's transaction if what it was built from
-    still holds, as insert_job_locked_and_commit checks it (SQLite: the transaction holds the write turn from its
-    first statement, so there is no lock to take and the commit is the session's). True (``job.id`` set) when
-    inserted; False when nothing was written (the session's objects are expired, to be read again)."""
-    params: dict[str, Any] = {name: getattr(job, name) for name in _NEW_JOB_COLUMNS}
-    params.update(collection_version=collection_version, max_jobs=max_jobs)
-    dialect = session.get_bind().dialect.name
-    row = session.connection().execute(_guarded_job_insert(dialect), params).first()
+    still holds: its name free, its collection unchanged since it was read at ``collection_version``, fewer than
+    ``max_jobs`` jobs in the collection. The caller holds the collection's write lock (taken after the read), so
+    the insert counts what every write before the lock committed. True (``job.id`` set) when inserted; False when
+    nothing was written (the session's objects are expired, to be read again in the same transaction)."""
+    params = {**_new_job_values(job), "collection_version": collection_version, "max_jobs": max_jobs}
+    row = session.connection().execute(_guarded_job_insert(), params).first()
     if row is None:
         session.expire_all()
         return False
     job.id = row[0]
     return True
-
-
-@cache
-def _guarded_job_insert_sql(dialect: Dialect) -> tuple[str, dict[str, Callable[[Any], Any] | None]]:
-    """_guarded_job_insert as the driver's SQL, with the columns' parameter conversions (what executing it
-    through SQLAlchemy would apply)."""
-    sql = str(_guarded_job_insert(dialect.name).compile(dialect=dialect))
-    return sql, {name: JOBS.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in _NEW_JOB_COLUMNS}
-
-
-def insert_job_locked_and_commit(
-    session: Session,
-    job: JobRow,
-    *,
-    collection_version: str,
-    max_jobs: int,
-    locks: Sequence[str],
-    notify: str | None = None,
-) -> bool:
-    """Take the write ``locks``, insert the new ``job`` (not added to the session) and COMMIT, in one round trip
-    (psycopg's pipeline mode: the database runs the statements one after another, so the insert sees all that
-    committed before the locks were granted). The insert checks what ``job`` was built from still holds: its
-    name is free, its collection unchanged since it was read at ``collection_version``, and the collection holds
-    fewer than ``max_jobs`` jobs. True (``job.id`` set) when inserted; False when one of them no longer holds
-    (nothing written; the session's objects are expired, to be read again). Either way the session's
-    transaction has ended: what follows runs in a new one. ``notify``: a NOTIFY's payload
-    (store.wakeups.notification) sent before the COMMIT, in the same round trip.
-    PostgreSQL only (store.write_scope.PostgresWriteScope)."""
-    connection = session.connection()
-    sql, params = _guarded_job_insert_of(connection.dialect, job, collection_version, max_jobs)
-    driver = connection.connection.driver_connection
-    assert driver is not None
-    dialect = connection.dialect
-    try:
-        with driver.pipeline():
-            for key in locks:
-                driver.execute(_LOCK, {"key": key})
-            inserted = driver.execute(sql, params)
-            if notify is not None:
-                driver.execute(*notification(notify))
-            driver.commit()
-        row = inserted.fetchone()
-    except dialect.loaded_dbapi.Error as exc:
-        # As SQLAlchemy does for its own statements: a lost connection leaves the pool, and the error is
-        # SQLAlchemy's (an OperationalError is the database's state: the API answers 503).
-        lost = dialect.is_disconnect(exc, driver, None)
-        if lost:
-            connection.invalidate(exc)
-        raise DBAPIError.instance(
-            sql, params, exc, dialect.loaded_dbapi.Error, hide_parameters=True, connection_invalidated=lost,
-            dialect=dialect,
-        ) from exc  # fmt: skip
-    if row is None:
-        session.expire_all()  # what the session read may have changed: read it again, from the next transaction
-        return False
-    job.id = row[0]
-    return True
-
-
-async def insert_job_locked_and_commit_on_loop(
-    reads: LoopReads,
-    job: JobRow,
-    *,
-    collection_version: str,
-    max_jobs: int,
-    locks: Sequence[str],
-    notify: str | None = None,
-) -> bool:
-    """As insert_job_locked_and_commit, on the event loop over ``reads``' connections (store.loop_reads: one round
-    trip, no thread, no session): True (``job.id`` set) when inserted, False when nothing was written."""
-    sql, params = _guarded_job_insert_of(reads.dialect, job, collection_version, max_jobs)
-    statements = [(_LOCK, {"key": key}) for key in locks]
-    statements.append((sql, params))
-    if notify is not None:
-        statements.append(notification(notify))
-    row = await reads.transaction(statements, answer=len(locks))
-    if row is None:
-        return False
-    job.id = row[0]
-    return True
-
-
-def _guarded_job_insert_of(
-    dialect: Dialect, job: JobRow, collection_version: str, max_jobs: int
-) -> tuple[str, dict[str, Any]]:
-    """The guarded insert of ``job`` as the driver's SQL and its parameters (converted as SQLAlchemy would)."""
-    sql, convert = _guarded_job_insert_sql(dialect)
-    params: dict[str, Any] = {}
-    for name in _NEW_JOB_COLUMNS:
-        value, conversion = getattr(job, name), convert[name]
-        params[name] = value if conversion is None or value is None else conversion(value)
-    params.update(collection_version=collection_version, max_jobs=max_jobs)
-    return sql, params
 
 
 def find_collection_with_job(
@@ -326,14 +229,6 @@ def find_collection_with_job(
     """The collection (as find_collection) and its job named ``job_name`` if any, in one statement (what a
     job read needs; None when there is no such collection)."""
     row = session.execute(_collection_and_job(), _names(subscription, resource_group, name, job_name)).first()
-    return None if row is None else (row[0], row[1])
-
-
-async def find_collection_with_job_on_loop(
-    reads: LoopReads, subscription: str, resource_group: str, name: str, job_name: str
-) -> tuple[JobCollectionRow, JobRow | None] | None:
-    """As find_collection_with_job, read on the event loop (store.loop_reads); the rows are detached."""
-    row = await reads.first(_collection_and_job(), _names(subscription, resource_group, name, job_name))
     return None if row is None else (row[0], row[1])
 
 

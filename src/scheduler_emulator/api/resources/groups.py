@@ -143,7 +143,7 @@ async def list_subscription_resources(request: Request, subscription_id: str) ->
 async def in_group_session(request: Request, work: Callable[[Session], T], wake: bool = False) -> T:
     """in_session, answering ResourceGroupNotFound (as ARM) rather than ResourceNotFound for a missing group."""
     try:
-        return await in_session(request, work, wake)
+        return await in_session(request, work, wake=wake)
     except errors.ArmError as exc:
         if exc.code == "ResourceNotFound" and f"{resource_groups.GROUP_KIND} '" in exc.message:
             raise errors.resource_group_not_found(request.path_params["resource_group"]) from None
