@@ -80,7 +80,7 @@ class Emulator:
     - ``database_url``: its store (``--database-url``; default SQLite in the temporary data directory;
       processes given one PostgreSQL URL share it); ``https``: serve HTTPS with a self-signed certificate, which
       ``call``, ``history`` and ``sdk_client`` trust (``cert_path``).
-    - ``args``: any other flags of the command line (docs/reference/cli.md), after the kit's own
+    - ``args``: any other flags of the command line (docs/flags.md), after the kit's own
       (``--port 0 --data-dir <temporary> --clock … --log-level warning``), so they win;
       ``env``: environment variables added to this process's for it (e.g. ``SCHEDULER_SECRET_KEY``).
     - ``token``: the bearer token the kit's calls and ``sdk_client`` send (the emulator's ``--auth-token``);
