@@ -190,7 +190,8 @@ class Emulator:
                 return False
             try:
                 request = Request(self.url + "/_emulator/health")
-                with urlopen(request, timeout=max(0.1, deadline - time.monotonic()), context=self._tls()) as answer:  # noqa: S310 - its own URL
+                wait = max(0.1, deadline - time.monotonic())
+                with urlopen(request, timeout=wait, context=self._readiness_tls()) as answer:  # noqa: S310 - its URL
                     if answer.status == 200:
                         return True
             except OSError:  # HTTPError and URLError too
@@ -332,6 +333,17 @@ class Emulator:
             except (ValueError, KeyError, TypeError):
                 raise EmulatorError(f"{exc.code}: {raw[:500]!r}", exc.code) from None
         return json.loads(raw) if raw else None
+
+    def _readiness_tls(self) -> ssl.SSLContext | None:
+        """What the health check during a start uses over HTTPS: no verification. It asks only whether the process
+        this kit started, at the address it printed, answers; no token is sent, and the certificate may be one the
+        user gave (``--cert``) that only their own clients trust."""
+        if not self.url.startswith("https:"):
+            return None
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
 
     def _tls(self) -> ssl.SSLContext | None:
         """What trusts this emulator's self-signed certificate (None: the defaults)."""
