@@ -161,7 +161,8 @@ class Emulator:
         return self
 
     def _launch(self, arguments: Sequence[str], environment: dict[str, str]) -> _Process:
-        """Run ``python -m scheduler_emulator ARGUMENTS``, its standard output and error one text pipe."""
+        """Run ``python -m scheduler_emulator ARGUMENTS``, its standard output and error one text pipe. The project's
+        own suite overrides this, ``_arguments`` and ``_healthy`` (tests/support/server.py's ``CommandEmulator``)."""
         return subprocess.Popen(
             [sys.executable, "-m", "scheduler_emulator", *arguments],
             stdout=subprocess.PIPE,
