@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
+from support import forkserver
 from support.clocks import SetClock
 from support.databases import TEST_SECRET_KEY, Backend, fresh_database
 from support.names import Names
@@ -19,9 +20,8 @@ from support.target_server import TargetServer
 
 from scheduler_emulator.app import create_app
 from scheduler_emulator.config import Settings
-from scheduler_emulator.testing import forkserver
 
-# The ~170 emulators a run starts are forked from one pre-imported process per worker (testing/forkserver.py):
+# The ~170 emulators a run starts are forked from one pre-imported process per worker (support/forkserver.py):
 # ~0.85 s of CPU less each, about a fifth of the suite's CPU. tests/testing/test_forkserver.py compares the two ways.
 os.environ.setdefault(forkserver.ENABLE, "1")
 

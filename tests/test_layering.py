@@ -5,10 +5,12 @@ module and what it imports."""
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.import_time import run_at_import
 
 import scheduler_emulator
 
@@ -98,3 +100,37 @@ def test_the_domain_stays_pure() -> None:
         "scheduler_emulator.schemas",
     )
     assert violations("domain", forbidden) == []
+
+
+def test_service_imports_no_surface() -> None:
+    """service/ holds the operations and their rules that every surface calls (the ARM routers, the classic API,
+    template deployments, the dashboard): a service that imported a module of api/ would tie every other surface
+    to that one and run back up the layers (request → api → service → store). A service raises the domain's
+    errors (``domain/errors.py``); each surface turns them into its own wire shape (``api/errors.py``)."""
+    assert violations("service", ("scheduler_emulator.api",)) == []
+
+
+def test_the_kit_imports_nothing_of_the_service() -> None:
+    """testing/ (the public test kit and its pytest plugin) drives the emulator as users run it: a separate
+    ``python -m scheduler_emulator`` process, or one already running, over HTTP. So it imports nothing else of the
+    package, not even lazily: it must work the same against any emulator it attaches to, and its plugin is loaded
+    (the ``pytest11`` entry point) into every pytest run of an environment where the package is installed, fixtures
+    used or not. ``scheduler_emulator/__init__.py`` runs whenever the kit is imported, so it imports nothing."""
+    assert violations("testing", ("scheduler_emulator",), allowed=("scheduler_emulator.testing",)) == []
+    assert list(imported(PACKAGE / "__init__.py")) == []
+
+
+def test_the_kit_imports_only_the_standard_library_and_pytest_as_it_is_imported() -> None:
+    """What loading the kit costs a test run: the standard library, and pytest for the plugin. Anything else it
+    needs waits for the call that needs it (``Emulator.sdk_client`` imports the Azure SDK)."""
+    found = []
+    for path in sorted((PACKAGE / "testing").rglob("*.py")):
+        for node in run_at_import(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            for name in names:
+                top = name.partition(".")[0]
+                if top not in sys.stdlib_module_names and top != "pytest" and not name.startswith("scheduler_emulator"):
+                    found.append(f"{path.relative_to(PACKAGE)}: {name}")
+    assert found == []

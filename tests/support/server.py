@@ -1,12 +1,14 @@
 """The one way tests start the emulator: ``emulator_command`` builds its command line, ``ServerProcess``
-runs it as a separate process through the package's own test kit (``scheduler_emulator.testing.Emulator``,
-given the whole command), and ``EmulatorPool`` starts any number and stops every one it started."""
+runs it as a separate process through ``CommandEmulator`` (the package's own kit, ``scheduler_emulator.testing
+.Emulator``, given the whole command and the suite's knobs), and ``EmulatorPool`` starts any number and stops every
+one it started."""
 
 from __future__ import annotations
 
 import ssl
 import subprocess
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -14,7 +16,9 @@ from typing import Any
 
 import httpx
 
-from scheduler_emulator.testing import Emulator, EmulatorError
+from scheduler_emulator.testing import START_TIMEOUT, Emulator, EmulatorError
+from support import forkserver
+from support.forkserver import ForkedProcess
 
 
 def stop_process(process: subprocess.Popen[Any], grace: float) -> None:
@@ -28,6 +32,57 @@ def stop_process(process: subprocess.Popen[Any], grace: float) -> None:
             process.wait(5)
 
 
+class CommandEmulator(Emulator):
+    """The kit's ``Emulator`` run with ``command`` as its whole argument list, used as given (no temporary data
+    directory, port, clock or log level is added), under ``launcher`` if given (e.g. ``["unshare", "-rn"]``),
+    forked from the fork server (support/forkserver.py) when ``SCHEDULER_EMULATOR_FORK_SERVER=1`` and no launcher
+    is given. ``process`` (the last one started) and its exit status (``wait_exit``) stay readable after ``stop``."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        launcher: Sequence[str] = (),
+        start_timeout: float = START_TIMEOUT,
+    ) -> None:
+        super().__init__(env=env, start_timeout=start_timeout)
+        self.command = list(command)
+        self.launcher = list(launcher)
+
+    def _arguments(self) -> list[str]:
+        return list(self.command)
+
+    def _launch(self, arguments: Sequence[str], environment: dict[str, str]) -> subprocess.Popen[str] | ForkedProcess:
+        if not self.launcher and forkserver.requested():
+            server = forkserver.shared()
+            if server.takes(environment):
+                return server.start(arguments, environment)
+        return subprocess.Popen(
+            [*self.launcher, sys.executable, "-m", "scheduler_emulator", *arguments],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=environment,
+        )
+
+    def _healthy(self, process: Any, deadline: float) -> bool:
+        # A launcher may run it where this process cannot reach it (another network namespace): listening is all
+        # that can be known from here.
+        return process.poll() is None if self.launcher else super()._healthy(process, deadline)
+
+    @property
+    def process(self) -> subprocess.Popen[str] | ForkedProcess | None:
+        """The last process started (None before ``start``), also once it has stopped."""
+        return self._process  # type: ignore[return-value]
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        """The exit status of the last process started, once it has ended."""
+        if self._process is None:
+            raise EmulatorError("the emulator was never started")
+        return self._process.wait(timeout)
+
+
 @dataclass
 class ServerProcess:
     """``scheduler-emulator`` started with the arguments ``args`` as a separate process (a kit ``Emulator``);
@@ -36,12 +91,12 @@ class ServerProcess:
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
     launcher: list[str] = field(default_factory=list)  # a command to run it under, e.g. ``unshare -rn``
-    emulator: Emulator | None = None
+    emulator: CommandEmulator | None = None
     url: str = ""
 
     def start(self, timeout: float = 30) -> ServerProcess:
         """Start the process and return once it listens; RuntimeError (with its whole log) when it does not."""
-        self.emulator = Emulator(command=self.args, env=self.env, launcher=self.launcher, start_timeout=timeout)
+        self.emulator = CommandEmulator(self.args, env=self.env, launcher=self.launcher, start_timeout=timeout)
         try:
             self.url = self.emulator.start().url
         except EmulatorError as exc:
@@ -49,7 +104,7 @@ class ServerProcess:
         return self
 
     @property
-    def process(self) -> subprocess.Popen[str] | None:
+    def process(self) -> subprocess.Popen[str] | ForkedProcess | None:
         return self.emulator.process if self.emulator else None
 
     @property

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from support.databases import TEST_SECRET_KEY, fresh_database
+from support.processes import children_of, process_ended
 
 from scheduler_emulator.testing import Emulator, EmulatorError, HttpTarget
 
@@ -335,22 +336,50 @@ def test_an_emulator_over_https_on_a_given_database(kind: str, tmp_path_factory:
             database.dispose()
 
 
-def test_an_emulator_started_with_a_whole_command_line_keeps_its_output_and_exit_status(tmp_path: Path) -> None:
-    """``command`` is used as given (here: info logs, a data directory of the caller's, which stays); after
-    ``stop`` the process's exit status and every line it printed stay readable. A command the service refuses
-    ends before it listens: EmulatorError with its message, and the exit status of a usage error (2)."""
-    data = tmp_path / "given"
-    emulator = Emulator(command=["--port", "0", "--data-dir", str(data), "--log-level", "info"]).start()
-    try:
-        assert emulator.call("GET", "/_emulator/health") is not None
-        assert any("Listening on" in line for line in emulator.output)
-    finally:
-        emulator.stop()
+def _descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    for _ in range(100_000):  # bounded: one round per process of the tree
+        if not todo:
+            break
+        for child in children_of(todo.pop()):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def test_the_kit_runs_the_emulator_as_users_run_it_and_its_stop_leaves_no_process(tmp_path: Path) -> None:
+    """A start is ``python -m scheduler_emulator`` with the kit's flags then the user's (``args``, which win: a
+    later flag overrides), a child of the test process; ``stop`` ends it and every process it started."""
+    before = _descendants(os.getpid())
+    with Emulator(args=["--log-level", "info"]) as emulator:
+        started = _descendants(os.getpid()) - before
+        ours = [pid for pid in started if _parent(pid) == os.getpid()]
+        assert len(ours) == 1, started
+        command = Path(f"/proc/{ours[0]}/cmdline").read_bytes().decode().split("\0")[:-1]
+        assert command[:3] == [sys.executable, "-m", "scheduler_emulator"], command
+        assert command[-2:] == ["--log-level", "info"] and "--clock" in command, command
+        assert emulator.call("GET", "/_emulator/health")["status"] == "ok"
+        for _ in range(1000):  # bounded: 10 s at most; the access log (an info line: the user's flag won) is written
+            if any("GET /_emulator/health" in line for line in emulator.output):
+                break
+            time.sleep(0.01)
+        assert any("GET /_emulator/health" in line for line in emulator.output), emulator.log
     assert emulator.url == ""
-    assert emulator.wait_exit(5) in (0, -15), emulator.log
-    assert (data / "scheduler.db").exists(), "the caller's data directory is the one used, and it is kept"
-    refused = Emulator(command=["--port", "0", "--data-dir", str(tmp_path / "refused"), "--clock", "sideways"])
+    deadline = time.monotonic() + 30
+    for _ in range(3000):  # bounded: 30 s at most
+        if all(process_ended(pid) for pid in started) or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert [pid for pid in started if not process_ended(pid)] == []
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_flag_the_emulator_refuses_fails_the_start_with_its_message() -> None:
+    refused = Emulator(args=["--no-such-flag"])
     with pytest.raises(EmulatorError, match="exited before listening") as raised:
         refused.start()
-    assert "sideways" in str(raised.value)
-    assert refused.wait_exit(5) == 2
+    assert "unrecognized arguments: --no-such-flag" in str(raised.value)
+    assert refused.url == ""

@@ -1,13 +1,17 @@
-"""Test your own code against the emulator (docs/reference/test-support.md#the-test-kit).
+"""Test your own code against the emulator (docs/testing-kit.md, docs/reference/test-support.md#the-test-kit).
 
-``Emulator`` starts the service in a subprocess on a free port with a temporary data directory (or
-attaches to a running one) and drives its virtual clock; ``HttpTarget`` records the requests jobs send.
-The pytest plugin (``scheduler_emulator.testing.plugin``, registered on install) offers both as fixtures.
+``Emulator`` starts the service as you would run it (``python -m scheduler_emulator`` with your flags, in a
+subprocess, on a free port with a temporary data directory) or attaches to a running one, and drives its virtual
+clock; ``HttpTarget`` records the requests jobs send. The pytest plugin (``scheduler_emulator.testing.plugin``,
+registered on install) offers both as fixtures.
 
     with Emulator(clock="virtual") as emulator, HttpTarget() as target:
         ...create a daily job whose action calls target.url...
         emulator.advance(days=3)
         assert len(target.requests) == 3
+
+The kit speaks to the emulator only over HTTP, as any client does: it imports nothing else of the package
+(tests/test_layering.py), so loading the plugin costs a test run nothing of the service.
 """
 
 from __future__ import annotations
@@ -27,19 +31,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import IO, Any, Protocol
 from urllib.error import HTTPError
 from urllib.parse import quote, urlsplit
 from urllib.request import Request, urlopen
-
-from scheduler_emulator.testing import forkserver
-from scheduler_emulator.testing.forkserver import ForkedProcess
 
 __all__ = ["Answer", "Emulator", "EmulatorError", "HttpTarget", "RecordedRequest"]
 
 API_VERSION = "2016-03-01"
 DEFAULT_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
-START_TIMEOUT = 60.0
+START_TIMEOUT = 60.0  # seconds: the longest wait for a start to answer its health check
+STOP_GRACE = 15.0  # seconds between SIGTERM and SIGKILL when stopping
+_HEALTH_POLL = 0.02  # seconds between two health checks while it starts
 
 
 class EmulatorError(RuntimeError):
@@ -51,49 +54,66 @@ class EmulatorError(RuntimeError):
         self.code = code
 
 
-class Emulator:
-    """The emulator for one test session: ``Emulator(clock="virtual")`` starts one (a context manager: it
-    stops and deletes its data on exit), ``Emulator.attach(url)`` uses one already running.
-    ``database_url``: its store (default SQLite in the temporary data directory; processes given one
-    PostgreSQL URL share it); ``https``: serve HTTPS with a self-signed certificate, which ``call``,
-    ``history`` and ``sdk_client`` trust (``cert_path``).
+class _Process(Protocol):
+    """What the kit uses of the process it started (``subprocess.Popen``'s names)."""
 
-    For tests of the service itself: ``command`` is its whole argument list, used as given instead of the one
-    built from the options above (no temporary data directory, port, clock or log level is added);
-    ``launcher`` a command to run it under (e.g. ``["unshare", "-rn"]``); ``start_timeout`` how long it may take
-    to listen. ``process`` is the last process started (kept after ``stop``, for its exit status:
-    ``wait_exit``), ``output`` every line it printed. With ``SCHEDULER_EMULATOR_FORK_SERVER=1`` the process is
-    forked from a pre-imported one (forkserver.py), a third of the CPU of a fresh start."""
+    @property
+    def stdout(self) -> IO[str] | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+class Emulator:
+    """The emulator for one test session, started as ``python -m scheduler_emulator`` is run: a context manager
+    that starts it (``start``: returns once ``GET /_emulator/health`` answers 200) and on exit stops it (SIGTERM,
+    SIGKILL after 15 s) and deletes its temporary data directory. ``Emulator.attach(url)`` uses one already
+    running instead; nothing is started or stopped.
+
+    - ``clock``: ``"virtual"`` (time moves only through ``advance``/``set_time``) or ``"real"`` (``--clock``);
+      ``clock_start``: the virtual clock's first time (``--clock-start``; a datetime or ISO-8601 text).
+    - ``database_url``: its store (``--database-url``; default SQLite in the temporary data directory;
+      processes given one PostgreSQL URL share it); ``https``: serve HTTPS with a self-signed certificate, which
+      ``call``, ``history`` and ``sdk_client`` trust (``cert_path``).
+    - ``args``: any other flags of the command line (docs/flags.md), after the kit's own
+      (``--port 0 --data-dir <temporary> --clock … --log-level warning``), so they win;
+      ``env``: environment variables added to this process's for it (e.g. ``SCHEDULER_SECRET_KEY``).
+    - ``token``: the bearer token the kit's calls and ``sdk_client`` send (the emulator's ``--auth-token``);
+      ``subscription_id``: the default of ``history`` and ``sdk_client``.
+    - ``start_timeout``: how long a start may take to answer its health check (seconds).
+
+    ``output`` (and ``log``) is every line it printed, kept after ``stop``."""
 
     def __init__(
         self,
         clock: str = "virtual",
+        *,
         clock_start: datetime | str | None = None,
         args: Iterable[str] = (),
         env: dict[str, str] | None = None,
         token: str | None = None,
         subscription_id: str = DEFAULT_SUBSCRIPTION,
-        *,
         database_url: str | None = None,
         https: bool = False,
-        command: Sequence[str] | None = None,
-        launcher: Sequence[str] = (),
         start_timeout: float = START_TIMEOUT,
     ) -> None:
         self.clock = clock
-        self.database_url = database_url
-        self.https = https
-        self.cert_path: str | None = None  # the self-signed certificate's file, under https
-        self.subscription_id = subscription_id  # the default of ``history`` and ``sdk_client``
         self.clock_start = clock_start
         self.args = list(args)
         self.env = env or {}
         self.token = token
-        self.command = None if command is None else list(command)
-        self.launcher = list(launcher)
+        self.subscription_id = subscription_id
+        self.database_url = database_url
+        self.https = https
         self.start_timeout = start_timeout
+        self.cert_path: str | None = None  # the self-signed certificate's file, under https
         self.url = ""
-        self._process: subprocess.Popen[str] | ForkedProcess | None = None
+        self._process: _Process | None = None
         self._data_dir: str | None = None
         self._output: list[str] = []
 
@@ -107,17 +127,14 @@ class Emulator:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> Emulator:
+        """Start the emulator and return once its health check answers 200; EmulatorError (with the end of its
+        output) when it exits first or is not healthy within ``start_timeout``."""
         if self.url:
             return self
-        arguments, environment = self._arguments(), {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
-        self._process = self._forked(arguments, environment) or subprocess.Popen(
-            [*self.launcher, sys.executable, "-m", "scheduler_emulator", *arguments],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=environment,
-        )
-        process, ready = self._process, threading.Event()
+        deadline = time.monotonic() + self.start_timeout
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        process = self._process = self._launch(self._arguments(), environment)
+        listening = threading.Event()
 
         def pump() -> None:
             assert process.stdout is not None
@@ -125,52 +142,72 @@ class Emulator:
                 self._output.append(line.rstrip("\n"))
                 if match := re.search(r"HTTPS certificate .*: (\S+)$", line.strip()):
                     self.cert_path = match.group(1)
-                if match := re.search(r"Listening on (\S+)", line):
+                if not listening.is_set() and (match := re.search(r"Listening on (\S+)", line)):
                     self.url = match.group(1)
-                    ready.set()
-            ready.set()
+                    listening.set()
+            listening.set()
 
         threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(self.start_timeout) or not self.url:
-            ended = ready.is_set()  # its output ended before it said where it listens
+        problem = None
+        if not listening.wait(max(0.0, deadline - time.monotonic())):
+            problem = f"did not listen within {self.start_timeout:g} s"
+        elif not self.url:  # its output ended before it said where it listens
+            problem = "exited before listening"
+        elif not self._healthy(process, deadline):
+            problem = "exited before it was healthy" if process.poll() is not None else "was not healthy in time"
+        if problem is not None:
             self.stop()
-            problem = "exited before listening" if ended else f"did not listen within {self.start_timeout:g} s"
             raise EmulatorError(f"the emulator {problem}:\n" + "\n".join(self._output[-30:]))
         return self
 
-    def _forked(self, arguments: list[str], environment: dict[str, str]) -> ForkedProcess | None:
-        """The process forked by this test process's fork server (``SCHEDULER_EMULATOR_FORK_SERVER=1``, see
-        forkserver.py), or None when it is not asked for or cannot start this one (a launcher; interpreter
-        variables of its own)."""
-        if self.launcher or not forkserver.requested():
-            return None
-        server = forkserver.shared()
-        return server.start(arguments, environment) if server.takes(environment) else None
+    def _launch(self, arguments: Sequence[str], environment: dict[str, str]) -> _Process:
+        """Run ``python -m scheduler_emulator ARGUMENTS``, its standard output and error one text pipe. The project's
+        own suite overrides this, ``_arguments`` and ``_healthy`` (tests/support/server.py's ``CommandEmulator``)."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "scheduler_emulator", *arguments],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=environment,
+        )
 
     def _arguments(self) -> list[str]:
         """The emulator's command line after ``python -m scheduler_emulator``."""
-        if self.command is not None:
-            return self.command
         self._data_dir = tempfile.mkdtemp(prefix="scheduler-emulator-")
         arguments = ["--port", "0", "--data-dir", self._data_dir, "--clock", self.clock, "--log-level", "warning"]
         if self.database_url is not None:
             arguments += ["--database-url", self.database_url]
         if self.https:
             arguments.append("--https")
-        arguments += self.args
         if self.clock_start is not None:
             start = self.clock_start
             arguments += ["--clock-start", start.isoformat() if isinstance(start, datetime) else start]
-        return arguments
+        return arguments + self.args
+
+    def _healthy(self, process: _Process, deadline: float) -> bool:
+        """Whether ``GET /_emulator/health`` answers 200 before ``deadline`` while ``process`` runs."""
+        for _ in range(1_000_000):  # bounded: each round waits ``_HEALTH_POLL`` at least, until the deadline
+            if process.poll() is not None or time.monotonic() >= deadline:
+                return False
+            try:
+                request = Request(self.url + "/_emulator/health")
+                wait = max(0.1, deadline - time.monotonic())
+                with urlopen(request, timeout=wait, context=self._readiness_tls()) as answer:  # noqa: S310 - its URL
+                    if answer.status == 200:
+                        return True
+            except OSError:  # HTTPError and URLError too
+                pass  # not ready yet (503 while its store cannot be reached), or the connection was refused
+            time.sleep(_HEALTH_POLL)
+        return False
 
     def stop(self) -> None:
-        """Stop the process it started (SIGTERM, then SIGKILL after 15 s) and delete the temporary data directory;
-        an attached emulator is left running and stays attached."""
+        """Stop the process it started (SIGTERM, then SIGKILL after ``STOP_GRACE`` seconds) and delete the temporary
+        data directory; an attached emulator is left running and stays attached."""
         if self._process is not None:
             if self._process.poll() is None:
                 self._process.terminate()
                 try:
-                    self._process.wait(15)
+                    self._process.wait(STOP_GRACE)
                 except subprocess.TimeoutExpired:
                     self._process.kill()
                     self._process.wait(5)
@@ -179,21 +216,14 @@ class Emulator:
             shutil.rmtree(self._data_dir, ignore_errors=True)
             self._data_dir = None
 
-    def wait_exit(self, timeout: float = 30) -> int:
-        """The exit status of the last process started, once it has ended."""
-        if self._process is None:
-            raise EmulatorError("the emulator was never started")
-        return self._process.wait(timeout)
-
-    @property
-    def process(self) -> subprocess.Popen[str] | ForkedProcess | None:
-        """The last process started (None before ``start``), also once it has stopped."""
-        return self._process
-
     @property
     def output(self) -> list[str]:
         """Every line the emulator printed (standard output and error), as it prints them."""
         return self._output
+
+    @property
+    def log(self) -> str:
+        return "\n".join(self._output)
 
     def __enter__(self) -> Emulator:
         return self.start()
@@ -202,10 +232,6 @@ class Emulator:
         self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.stop()
-
-    @property
-    def log(self) -> str:
-        return "\n".join(self._output)
 
     # -- the virtual clock and the store -----------------------------------------------------------
 
@@ -308,6 +334,17 @@ class Emulator:
             except (ValueError, KeyError, TypeError):
                 raise EmulatorError(f"{exc.code}: {raw[:500]!r}", exc.code) from None
         return json.loads(raw) if raw else None
+
+    def _readiness_tls(self) -> ssl.SSLContext | None:
+        """What the health check during a start uses over HTTPS: no verification. It asks only whether the process
+        this kit started, at the address it printed, answers; no token is sent, and the certificate may be one the
+        user gave (``--cert``) that only their own clients trust."""
+        if not self.url.startswith("https:"):
+            return None
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
 
     def _tls(self) -> ssl.SSLContext | None:
         """What trusts this emulator's self-signed certificate (None: the defaults)."""

@@ -1,19 +1,21 @@
-"""Fast starts for the test kit: one process that has imported the service once forks a ready emulator per start.
+"""Fast starts for the suite: one process that has imported the service once forks a ready emulator per start.
 
 A start through ``python -m scheduler_emulator`` spends ~1.2 s of CPU importing (FastAPI, pydantic, SQLAlchemy,
 aiohttp, ~120 modules of our own), which is most of a start and, in a suite that starts an emulator per test
-module, a large share of the suite's CPU. With ``SCHEDULER_EMULATOR_FORK_SERVER=1`` the kit's ``Emulator`` instead
-asks a *fork server*: a process started once per test process (``python -c`` calling ``serve``) that imports the
-service, freezes those objects out of the garbage collector's sight and waits. For each start it forks twice; the
-grandchild takes the start's output pipe as its standard output and error, its environment, working directory and
-arguments, and runs the same ``main`` that ``python -m scheduler_emulator`` runs; the middle process exits at once.
-The test process has made itself a *child subreaper* (Linux ``prctl``), so the orphaned grandchild becomes its own
-child: ``wait``, ``poll``, exit statuses and signals work as for a process it started. A forked start costs ~0.35 s
-of CPU where a fresh one costs ~1.2 s.
+module, a large share of the suite's CPU. With ``SCHEDULER_EMULATOR_FORK_SERVER=1`` (tests/conftest.py sets it) the
+suite's starter (``support.server.CommandEmulator``) instead asks a *fork server*: a process started once per test
+process (``python -c`` calling ``serve``) that imports the service, freezes those objects out of the garbage
+collector's sight and waits. For each start it forks twice; the grandchild takes the start's output pipe as its
+standard output and error, its environment, working directory and arguments, and runs the same ``main`` that
+``python -m scheduler_emulator`` runs; the middle process exits at once. The test process has made itself a *child
+subreaper* (Linux ``prctl``), so the orphaned grandchild becomes its own child: ``wait``, ``poll``, exit statuses
+and signals work as for a process it started. tests/testing/test_forkserver.py compares the two ways.
 
 A start under a ``launcher``, or one whose environment sets the ``PYTHON*`` variables the interpreter reads as it
-starts differently from the server's (``ForkServer.takes``), goes the usual way. Linux only. Nothing of the
-service may read its environment at import: the server imported it once, under the test process's environment."""
+starts differently from the server's (``ForkServer.takes``), goes the usual way. Linux only. It rests on one rule:
+nothing of the service reads its environment at import (the server imported it once, under the test process's
+environment); tests/testing/test_forkserver.py enforces it. The public kit (``scheduler_emulator.testing``) starts
+every emulator afresh, as users run it."""
 
 from __future__ import annotations
 
@@ -32,13 +34,21 @@ import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 ENABLE = "SCHEDULER_EMULATOR_FORK_SERVER"
 _PR_SET_CHILD_SUBREAPER = 36
 _MESSAGE = 1 << 20  # a request's bytes at most (its arguments and environment)
 _PATIENCE = 60.0  # seconds: the longest wait for the server to be ready (its imports) or to answer a start
-_SERVE = "import sys; from scheduler_emulator.testing.forkserver import serve; serve(int(sys.argv[1]))"
+# The server imports this module from the suite's tests/ directory, appended to its path (after the package's own,
+# so that nothing of tests/ can stand in for a module the service imports).
+_SERVE = "import sys; sys.path.append(sys.argv[2]); from support.forkserver import serve; serve(int(sys.argv[1]))"
+_TESTS = str(Path(__file__).resolve().parents[1])
+# What importing the service reads of the environment besides the interpreter's own PYTHON* variables: pydantic reads
+# this one as each model class is built (pydantic/plugin/_loader.py); the service's own modules read nothing.
+# tests/testing/test_forkserver.py keeps this list to what an import reads.
+READ_AT_IMPORT = frozenset({"PYDANTIC_DISABLE_PLUGINS"})
 
 
 # -- the test process's side -------------------------------------------------------------------------
@@ -113,7 +123,7 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _SERVE, str(theirs.fileno())],
+            [sys.executable, "-c", _SERVE, str(theirs.fileno()), _TESTS],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -133,10 +143,9 @@ class ForkServer:
             raise OSError("the emulator's fork server did not start")
 
     def takes(self, environment: Mapping[str, str]) -> bool:
-        """Whether a process with this environment can be forked from here: the variables the interpreter
-        reads as it starts are the server's own."""
-        interpreter = {key: value for key, value in environment.items() if key.startswith("PYTHON")}
-        return interpreter == {key: value for key, value in self.environment.items() if key.startswith("PYTHON")}
+        """Whether a process with this environment can be forked from here: the variables read as the interpreter
+        starts and as the service is imported (``READ_AT_IMPORT``) are the server's own."""
+        return _read_at_start(environment) == _read_at_start(self.environment)
 
     def start(self, arguments: Sequence[str], environment: Mapping[str, str]) -> ForkedProcess:
         """Fork an emulator run with ``arguments`` (as after ``python -m scheduler_emulator``); its standard
@@ -186,6 +195,10 @@ def shared() -> ForkServer:
             _shared = ForkServer()
             atexit.register(_shared.close)
         return _shared
+
+
+def _read_at_start(environment: Mapping[str, str]) -> dict[str, str]:
+    return {key: value for key, value in environment.items() if key.startswith("PYTHON") or key in READ_AT_IMPORT}
 
 
 def _become_subreaper() -> None:
