@@ -5,7 +5,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainValidator, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ModelWrapValidatorHandler,
+    PlainSerializer,
+    PlainValidator,
+    PrivateAttr,
+    ValidationError,
+    field_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from scheduler_emulator.domain.durations import parse_duration
@@ -18,6 +29,26 @@ class WireModel(BaseModel):
     """camelCase on the wire, unknown members ignored (ARM clients send read-only fields back)."""
 
     model_config = ConfigDict(alias_generator=to_camel, extra="ignore", frozen=True)
+
+
+class TypeSpeltAsSent(WireModel):
+    """A model whose ``type`` (a CaseInsensitive enumeration) is read in its canonical spelling but written as
+    the client spelt it: the service answered an action's and an HTTP authentication's type so (recorded:
+    tests/conformance/recordings/classic.test_get_job.json, "http")."""
+
+    _type_as_sent: str | None = PrivateAttr(None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_type(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        model = handler(data)
+        if isinstance(data, dict) and isinstance(data.get("type"), str):
+            model._type_as_sent = data["type"]
+        return model
+
+    @field_serializer("type", check_fields=False)
+    def _type_spelt_as_sent(self, value: str) -> str:
+        return self._type_as_sent or value
 
 
 def CaseInsensitive(*values: str) -> Any:  # noqa: N802 - reads as a type
@@ -80,7 +111,14 @@ def _parse_datetime(raw: object) -> datetime:
     return parsed
 
 
-DateTime = Annotated[datetime, PlainValidator(_parse_datetime)]
+def _datetime_text(value: datetime) -> str:
+    # the stored and answered text: ISO-8601 with the offset it was sent with, UTC written Z (as the service
+    # answered a time sent without an offset: tests/conformance/recordings/classic.test_create_job.json)
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+DateTime = Annotated[datetime, PlainValidator(_parse_datetime), PlainSerializer(_datetime_text, when_used="json")]
 
 
 def _check_duration(raw: object) -> str:
