@@ -82,9 +82,14 @@ def _answered_definition(definition: dict[str, Any], durations: Style) -> dict[s
         recurrence["frequency"] = service_spelling(recurrence.get("frequency"))
         recurrence.setdefault("interval", 1)  # the service answered the default it applied (recorded)
         schedule = recurrence.get("schedule") or {}
-        if "weekDays" in schedule:
-            schedule["weekDays"] = [service_spelling(day) for day in schedule["weekDays"]]
-        for entry in schedule.get("monthlyOccurrences") or ():
+        days = schedule.get("weekDays")
+        # a list, or the one value as sent (schemas.common.SentAsScalar)
+        if isinstance(days, list):
+            schedule["weekDays"] = [service_spelling(day) for day in days]
+        elif days is not None:
+            schedule["weekDays"] = service_spelling(days)
+        entries = schedule.get("monthlyOccurrences")
+        for entry in entries if isinstance(entries, list) else () if entries is None else (entries,):
             entry["day"] = service_spelling(entry["day"])
             if "occurrence" in entry:
                 # both keys, same value: the service's ``occurrence`` (recorded) and the REST spec's

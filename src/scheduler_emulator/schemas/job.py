@@ -13,15 +13,7 @@ from pydantic import AliasChoices, Field, model_validator
 from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.errors import FieldError
 from scheduler_emulator.schemas import job_shape as shape
-from scheduler_emulator.schemas.common import (
-    CaseInsensitive,
-    DateTime,
-    Duration,
-    Integer,
-    LenientList,
-    TypeSpeltAsSent,
-    WireModel,
-)
+from scheduler_emulator.schemas.common import CaseInsensitive, DateTime, Duration, Integer, LenientList, WireModel
 from scheduler_emulator.schemas.job_shape import duration_fields as duration_fields  # re-exported
 from scheduler_emulator.schemas.job_shape import strip_secrets as strip_secrets  # re-exported
 from scheduler_emulator.schemas.strict_json import check_line
@@ -60,7 +52,7 @@ def is_storage_account(name: str) -> bool:
 WeekDay = CaseInsensitive(*WEEK_DAYS)
 
 
-class HttpAuthentication(TypeSpeltAsSent):
+class HttpAuthentication(WireModel):
     type: CaseInsensitive("ClientCertificate", "ActiveDirectoryOAuth", "Basic", "NotSpecified")  # type: ignore[valid-type]
     username: str | None = None
     password: str | None = None
@@ -242,7 +234,7 @@ class RetryPolicy(WireModel):
     retry_count: Integer | None = Field(None, ge=0, le=20)
 
 
-class ActionBase(TypeSpeltAsSent):
+class ActionBase(WireModel):
     type: CaseInsensitive(*ACTION_TYPES)  # type: ignore[valid-type]
     request: HttpRequest | None = None
     queue_message: StorageQueueMessage | None = None
