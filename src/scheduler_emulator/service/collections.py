@@ -109,10 +109,8 @@ def _store(
     spec = read_model(JobCollectionIn, body)
     properties = spec.properties
     sku = properties.sku_name if properties else plans.DEFAULT_SKU
-    # canonical (schemas.job.JobProperties.canonical does the same for jobs): omitted or null members absent
-    stored: dict[str, Any] = (
-        properties.model_dump(mode="json", by_alias=True, exclude_none=True) if properties is not None else {}
-    )
+    # canonical (schemas.job_collection): numbers as numbers, omitted or null members absent
+    stored = properties.canonical() if properties is not None else {}
     limits = stored_limits(sku, stored, floor)
     _check_plan_change(session, existing, subscription_id=ref.subscription_id, sku=sku, limits=limits, moment=moment)
     collection = existing or JobCollectionRow(
