@@ -437,7 +437,60 @@ def test_member_names_in_any_case_and_numbers_as_text(
         answer = http.put(f"{path}/jobCollections/jccase/jobs/raw", params={"api-version": "2016-03-01"}, json=body)
     assert answer.status_code == 201, answer.text
     assert "hunter2" not in answer.text and "Password" not in answer.text  # the secret is found in any case
-    assert answer.json()["properties"]["recurrence"]["interval"] == "2"  # echoed as sent, read as a number
+    assert answer.json()["properties"]["recurrence"]["interval"] == 2  # read and answered as the number
+
+
+def test_numbers_a_template_writes_as_text_are_answered_as_numbers(
+    arm: ResourceManagementClient, names: Names, emulator: ServerProcess
+) -> None:
+    """As tfitzmac/AppServiceTemplates WebAppWithWebJobs (2015) wrote them: "maxJobCount": "10", "interval":
+    "1"; Azure answered 10 and 1. Every integer member of a collection and a job, sent as text."""
+    jc = collection("jctext")
+    jc["properties"] = {
+        "sku": {"name": "Standard"},
+        "quota": {
+            "maxJobCount": "10",
+            "maxJobOccurrence": "100",
+            "maxRecurrence": {"frequency": "Minute", "interval": "1"},
+        },
+    }
+    retry = {"retryType": "Fixed", "retryCount": "3", "retryInterval": "PT1M"}
+    hourly = http_job("jctext/hourly", "http://127.0.0.1:9/x")
+    hourly["properties"]["action"]["retryPolicy"] = retry
+    hourly["properties"]["recurrence"] = {
+        "frequency": "Hour",
+        "interval": "1",
+        "count": "5",
+        "schedule": {"minutes": ["0", "30"], "hours": "6"},
+    }
+    monthly = http_job("jctext/monthly", "http://127.0.0.1:9/x")
+    monthly["properties"]["recurrence"] = {
+        "frequency": "Month",
+        "interval": "2",
+        "schedule": {"monthDays": ["1", "-1"], "monthlyOccurrences": [{"day": "Monday", "occurrence": "2"}]},
+    }
+    deploy(arm, names, template(jc, hourly, monthly))
+    path = f"/subscriptions/{names.subscription}/resourceGroups/{names.resource_group}/providers/Microsoft.Scheduler"
+    with httpx.Client(base_url=emulator.url, verify=emulator.verify, params={"api-version": "2016-03-01"}) as http:
+        quota = http.get(f"{path}/jobCollections/jctext").json()["properties"]["quota"]
+        first = http.get(f"{path}/jobCollections/jctext/jobs/hourly").json()["properties"]
+        second = http.get(f"{path}/jobCollections/jctext/jobs/monthly").json()["properties"]
+    assert quota == {
+        "maxJobCount": 10,
+        "maxJobOccurrence": 100,
+        "maxRecurrence": {"frequency": "minute", "interval": 1},
+    }
+    assert first["action"]["retryPolicy"]["retryCount"] == 3
+    assert first["recurrence"] == {
+        "frequency": "hour",
+        "interval": 1,
+        "count": 5,
+        "schedule": {"minutes": [0, 30], "hours": 6},
+    }
+    schedule = second["recurrence"]["schedule"]
+    assert second["recurrence"]["interval"] == 2
+    assert schedule["monthDays"] == [1, -1]
+    assert schedule["monthlyOccurrences"] == [{"day": "monday", "occurrence": 2, "Occurrence": 2}]
 
 
 def test_the_split_deployments_client(emulator: ServerProcess, names: Names, arm: ResourceManagementClient) -> None:

@@ -17,6 +17,7 @@ inverse of what its SDK writes, rather than its reader's truncating ``int(d / 30
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -100,30 +101,31 @@ def client_dialect(request: Request) -> Dialect:
     return dialect_of(request.headers.get("user-agent"), request.app.state.settings.duration_format)
 
 
-def read_sent_durations(properties: dict[str, Any], dialect: Dialect) -> None:
-    """Rewrite, in place, each duration a client sent that the standard reading would get wrong into the
-    standard text of the length the client meant (see the module docstring)."""
+def durations_as_meant(properties: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
+    """The ``properties`` a client sent (not changed), each duration the standard reading would get wrong
+    rewritten in a new dict as the standard text of the length the client meant (see the module docstring);
+    what the service parses (service.jobs)."""
     if dialect.timespan_day_factor == 1:
-        return
-    for holder, key in duration_fields(properties):
+        return properties
+    read = copy.deepcopy(properties)
+    for holder, key in duration_fields(read):
         if is_timespan_with_days(holder[key]):
             try:
                 meant = parse_duration(holder[key], timespan_day_factor=dialect.timespan_day_factor)
             except ValueError:
                 continue  # left for validation to refuse with the field's path
             holder[key] = format_timespan(meant)
+    return read
 
 
-def render_durations(properties: dict[str, Any], style: Style) -> None:
-    """Write, in place, each stored duration of response ``properties`` in ``style``."""
+def rendered_duration(stored: str, style: Style) -> str:
+    """A stored duration written in ``style``."""
     if style is Style.ECHO:
-        return
-    for holder, key in duration_fields(properties):
-        try:
-            length = parse_duration(holder[key])
-        except ValueError:
-            continue  # nothing unreadable is stored (validated on write); never fail a read over it
-        if style is Style.ISO:
-            holder[key] = format_iso(length)
-        else:
-            holder[key] = format_timespan(length, day_factor=SDK_TIMESPAN_DAY_FACTOR, fractions=False)
+        return stored
+    try:
+        length = parse_duration(stored)
+    except ValueError:
+        return stored  # nothing unreadable is stored (validated on write); never fail a read over it
+    if style is Style.ISO:
+        return format_iso(length)
+    return format_timespan(length, day_factor=SDK_TIMESPAN_DAY_FACTOR, fractions=False)

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
-from scheduler_emulator.api.client_dialects import client_dialect, read_sent_durations
+from scheduler_emulator.api.client_dialects import client_dialect, durations_as_meant
 from scheduler_emulator.api.context import (
     in_read_session,
     in_session,
@@ -50,7 +50,7 @@ async def create_or_replace_job(
         raise errors.invalid_field("properties", "is required and must be a JSON object")
     moment, floor = now(request), retry_floor(request)
     dialect = client_dialect(request)
-    read_sent_durations(raw, dialect)
+    raw = durations_as_meant(raw, dialect)
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
     def work(scope: WriteScope) -> tuple[int, dict[str, Any]]:
@@ -73,7 +73,7 @@ async def patch_job(
         raise errors.invalid_field("properties", "must be a JSON object")
     moment, floor = now(request), retry_floor(request)
     dialect = client_dialect(request)
-    read_sent_durations(patch or {}, dialect)
+    patch = durations_as_meant(patch or {}, dialect)
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
     def work(session: Session) -> dict[str, Any]:

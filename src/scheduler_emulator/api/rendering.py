@@ -5,15 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from scheduler_emulator.api.client_dialects import Style, render_durations
+from scheduler_emulator.api.client_dialects import Style, rendered_duration
 from scheduler_emulator.domain.clock import isoformat_z
-from scheduler_emulator.schemas.job import (
-    answer_both_certificate_names,
-    answer_both_occurrence_keys,
-    service_spelling,
-    strip_secrets,
-    write_service_enums,
-)
+from scheduler_emulator.schemas import job_shape as shape
+from scheduler_emulator.schemas.job import service_spelling, strip_secrets
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 
 COLLECTION_TYPE = "Microsoft.Scheduler/jobCollections"
@@ -56,15 +51,8 @@ def collection_to_wire(collection: JobCollectionRow) -> dict[str, Any]:
 def job_to_wire(collection: JobCollectionRow, job: JobRow, durations: Style = Style.ECHO) -> dict[str, Any]:
     """A job as ARM shows it, its durations written in ``durations`` (api.client_dialects), its enumerations
     in the service's spelling (docs/reference/arm-api.md#enumerations)."""
-    properties = strip_secrets(job.definition)
-    render_durations(properties, durations)
-    answer_both_occurrence_keys(properties)
-    answer_both_certificate_names(properties)
-    write_service_enums(properties)
+    properties = _answered_definition(job.definition, durations)
     properties["state"] = service_spelling(job.state)
-    recurrence = properties.get("recurrence")
-    if isinstance(recurrence, dict) and recurrence.get("interval") is None:
-        recurrence["interval"] = 1  # the service answered the default it applied (recorded)
     status: dict[str, Any] = {
         "executionCount": job.execution_count,
         "failureCount": job.failure_count,
@@ -81,6 +69,49 @@ def job_to_wire(collection: JobCollectionRow, job: JobRow, durations: Style = St
         "name": f"{collection.name}/{job.name}",
         "properties": properties,
     }
+
+
+def _answered_definition(definition: dict[str, Any], durations: Style) -> dict[str, Any]:
+    """A new dict: the stored canonical definition (schemas.job.JobProperties.canonical) as the service answered
+    it, secrets left out (schemas.job_shape), whatever the client sent."""
+    properties = strip_secrets(definition)  # a copy, this answer's own
+    for holder, key in shape.duration_fields(properties):
+        holder[key] = rendered_duration(holder[key], durations)
+    recurrence = properties.get("recurrence")
+    if isinstance(recurrence, dict):
+        recurrence["frequency"] = service_spelling(recurrence.get("frequency"))
+        recurrence.setdefault("interval", 1)  # the service answered the default it applied (recorded)
+        schedule = recurrence.get("schedule") or {}
+        days = schedule.get("weekDays")
+        # a list, or the one value as sent (schemas.common.SentAsScalar)
+        if isinstance(days, list):
+            schedule["weekDays"] = [service_spelling(day) for day in days]
+        elif days is not None:
+            schedule["weekDays"] = service_spelling(days)
+        entries = schedule.get("monthlyOccurrences")
+        for entry in entries if isinstance(entries, list) else () if entries is None else (entries,):
+            entry["day"] = service_spelling(entry["day"])
+            if "occurrence" in entry:
+                # both keys, same value: the service's ``occurrence`` (recorded) and the REST spec's
+                # ``Occurrence``, which every SDK reads case-sensitively
+                entry["Occurrence"] = entry["occurrence"]
+    for _, action in shape.actions_in(properties):
+        policy = action.get("retryPolicy")
+        if policy is not None and "retryType" in policy:
+            policy["retryType"] = service_spelling(policy["retryType"])
+        authentication = shape.member(action, "request", "authentication")
+        if isinstance(authentication, dict) and "certificateExpirationDate" in authentication:
+            # both names, same value: the service's (recorded) and the REST spec's, which the SDKs read
+            authentication["certificateExpiration"] = authentication["certificateExpirationDate"]
+        for payload in ("serviceBusQueueMessage", "serviceBusTopicMessage"):
+            message = action.get(payload)
+            if message is None:
+                continue
+            if "transportType" in message:
+                message["transportType"] = service_spelling(message["transportType"])
+            if "type" in message.get("authentication", {}):
+                message["authentication"]["type"] = service_spelling(message["authentication"]["type"])
+    return properties
 
 
 def history_to_wire(collection: JobCollectionRow, job: JobRow, entry: JobHistoryRow) -> dict[str, Any]:

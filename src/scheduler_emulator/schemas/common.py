@@ -5,7 +5,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainValidator, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PlainSerializer,
+    PlainValidator,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapSerializer,
+    WrapValidator,
+)
 from pydantic.alias_generators import to_camel
 
 from scheduler_emulator.domain.durations import parse_duration
@@ -20,24 +31,56 @@ class WireModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="ignore", frozen=True)
 
 
+class Spelt(str):
+    """A validated enumeration value: equal to its canonical spelling, remembering the spelling it was sent in,
+    which is what is stored (JobProperties.canonical) and, where the service echoed it, answered
+    (api/rendering.py writes the service's own spelling everywhere else)."""
+
+    sent: str
+
+    def __new__(cls, canonical: str, sent: str | None = None) -> Spelt:
+        value = super().__new__(cls, canonical)
+        value.sent = canonical if sent is None else sent
+        return value
+
+    def __reduce__(self) -> tuple[type[Spelt], tuple[str, str]]:
+        return Spelt, (str(self), self.sent)
+
+
+def _spelling_as_sent(value: str) -> str:
+    return value.sent if isinstance(value, Spelt) else value
+
+
 def CaseInsensitive(*values: str) -> Any:  # noqa: N802 - reads as a type
-    """A string enumeration matched case-insensitively; the validated value is the canonical spelling."""
+    """A string enumeration matched case-insensitively; the validated value is the canonical spelling, written
+    (to JSON) in the spelling it was sent in (Spelt)."""
     lookup = {value.lower(): value for value in values}
 
     def canonical(raw: object) -> str:
         if isinstance(raw, str) and raw.lower() in lookup:
-            return lookup[raw.lower()]
+            return Spelt(lookup[raw.lower()], raw.sent if isinstance(raw, Spelt) else raw)
         raise ValueError(f"'{raw}' is not one of: {', '.join(values)}")
 
-    return Annotated[str, PlainValidator(canonical)]
+    return Annotated[str, PlainValidator(canonical), PlainSerializer(_spelling_as_sent, when_used="json")]
 
 
-def _as_list(raw: object) -> object:
-    # Azure accepted a scalar where an array is expected ("minutes": 15).
-    return raw if isinstance(raw, list) or raw is None else [raw]
+class SentAsScalar(list[Any]):
+    """A list that was sent as its one element: Azure accepted a scalar where an array is expected
+    ("minutes": 15) and answered it as sent (tests/api/test_jobs.py), so it is stored and written so."""
 
 
-LenientList = Annotated[list[T], BeforeValidator(_as_list)]
+def _as_list(raw: object, handler: ValidatorFunctionWrapHandler) -> object:
+    if raw is None or isinstance(raw, list):
+        return handler(raw)
+    return SentAsScalar(handler([raw]))
+
+
+def _written_as_sent(value: list[Any], handler: SerializerFunctionWrapHandler) -> object:
+    written = handler(value)
+    return written[0] if isinstance(value, SentAsScalar) else written
+
+
+LenientList = Annotated[list[T], WrapValidator(_as_list), WrapSerializer(_written_as_sent, when_used="json")]
 
 
 def _no_boolean(raw: object) -> object:
@@ -55,6 +98,29 @@ Integer = Annotated[int, BeforeValidator(_no_boolean)]
 def _aware(value: datetime) -> datetime:
     # Times without an offset are UTC (docs/reference/recurrence-and-retries.md#time-zone).
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+class SentTime(datetime):
+    """A validated time remembering the text it was sent as: stored and answered as sent
+    (docs/reference/arm-api.md#times-and-durations), compared and computed with as the instant it names."""
+
+    sent: str
+
+
+def _remembering(parsed: datetime, sent: str) -> SentTime:
+    value = SentTime(
+        parsed.year,
+        parsed.month,
+        parsed.day,
+        parsed.hour,
+        parsed.minute,
+        parsed.second,
+        parsed.microsecond,
+        parsed.tzinfo,
+        fold=parsed.fold,
+    )
+    value.sent = sent
+    return value
 
 
 def _parse_datetime(raw: object) -> datetime:
@@ -77,10 +143,19 @@ def _parse_datetime(raw: object) -> datetime:
         parsed.astimezone(UTC)
     except OverflowError:
         raise ValueError(f"'{raw[:60]}' is outside years 1-9999 once moved to UTC") from None
-    return parsed
+    return _remembering(parsed, raw)
 
 
-DateTime = Annotated[datetime, PlainValidator(_parse_datetime)]
+def _datetime_text(value: datetime) -> str:
+    # the stored and answered text: as sent; a time made here, ISO-8601 with its offset, UTC written Z
+    sent = getattr(value, "sent", None)
+    if isinstance(sent, str):
+        return sent
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+DateTime = Annotated[datetime, PlainValidator(_parse_datetime), PlainSerializer(_datetime_text, when_used="json")]
 
 
 def _check_duration(raw: object) -> str:

@@ -61,6 +61,13 @@ class HttpAuthentication(WireModel):
     tenant: str | None = None
     audience: str | None = None
     client_id: str | None = None
+    # What the service read from the pfx (set on write, service.jobs); clients send them back unchanged, under
+    # either name of the expiry (the service's and the REST spec's: api/rendering.py answers both).
+    certificate_thumbprint: str | None = None
+    certificate_subject_name: str | None = None
+    certificate_expiration_date: str | None = Field(
+        None, validation_alias=AliasChoices("certificateExpirationDate", "certificateExpiration")
+    )
 
     @model_validator(mode="after")
     def _required_for_type(self) -> HttpAuthentication:
@@ -326,6 +333,12 @@ class JobProperties(WireModel):
         """The schedule part of the definition, in the recurrence engine's terms."""
         return timing_of(self.start_time, self.recurrence)
 
+    def canonical(self) -> dict[str, Any]:
+        """The definition as it is stored and answered from: numbers as numbers, enumerations and times in one
+        spelling, scalar schedule lists as lists, durations as read (api/client_dialects.py), members not of
+        the model left out, omitted members absent (api/rendering.py writes the answer from it)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
 
 class JobDefinitionIn(WireModel):
     properties: JobProperties
@@ -364,47 +377,6 @@ def _domain_recurrence(recurrence: Recurrence | None) -> rec.Recurrence | None:
     )
 
 
-def use_spec_occurrence_key(properties: dict[str, Any]) -> None:
-    """Rename, in place, ``occurrence`` in ``monthlyOccurrences`` entries to the spec's key ``Occurrence``:
-    every SDK reads that key case-sensitively and silently loses ``occurrence`` (the recurrence doc's
-    spelling), so it is stored so whichever the client sent. Where both were sent, the one the schedule uses
-    (``occurrence``, as MonthlyOccurrence reads it) wins."""
-    for entry in _monthly_occurrences(properties):
-        if "occurrence" in entry:
-            entry["Occurrence"] = entry.pop("occurrence")
-
-
-def answer_both_occurrence_keys(properties: dict[str, Any]) -> None:
-    """Give, in place, each ``monthlyOccurrences`` entry both keys, same value: ``occurrence`` (the service
-    wrote it so: recorded) and ``Occurrence`` (the REST spec's, which the SDKs read)."""
-    for entry in _monthly_occurrences(properties):
-        for key in ("Occurrence", "occurrence"):
-            if key in entry:
-                entry["occurrence"] = entry["Occurrence"] = entry[key]
-                break
-
-
-def answer_both_certificate_names(properties: dict[str, Any]) -> None:
-    """Give, in place, each ClientCertificate authentication its expiry under both names, same value:
-    ``certificateExpiration`` (the service's, recorded) and ``certificateExpirationDate`` (the REST spec's,
-    which the SDKs read)."""
-    for _, act in shape.actions_in(properties):
-        authentication = shape.member(act, "request", "authentication")
-        if isinstance(authentication, dict):
-            for key in ("certificateExpirationDate", "certificateExpiration"):
-                if key in authentication:
-                    value = authentication[key]
-                    authentication["certificateExpiration"] = authentication["certificateExpirationDate"] = value
-                    break
-
-
-def _monthly_occurrences(properties: dict[str, Any]) -> list[dict[str, Any]]:
-    recurrence = properties.get("recurrence")
-    schedule = recurrence.get("schedule") if isinstance(recurrence, dict) else None
-    entries = schedule.get("monthlyOccurrences") if isinstance(schedule, dict) else None
-    return [entry for entry in (entries if isinstance(entries, list) else [entries]) if isinstance(entry, dict)]
-
-
 # The spelling the service wrote each enumeration in its answers (docs/reference/arm-api.md#enumerations, recorded: a
 # PUT with "Enabled", "Week", "Fixed" came back "enabled", "week", "fixed"); input is read in any case. Members not
 # listed here (action.type, HTTP authentication.type) are answered as the client sent them, as the service did.
@@ -423,36 +395,3 @@ SERVICE_SPELLING = {
 def service_spelling(value: object) -> object:
     """An enumeration value as the service wrote it (anything else unchanged)."""
     return SERVICE_SPELLING.get(value.lower(), value) if isinstance(value, str) else value
-
-
-def write_service_enums(properties: dict[str, Any]) -> None:
-    """Rewrite, in place, every enumeration of job ``properties`` in the service's spelling: ``state``,
-    ``recurrence.frequency``, ``schedule.weekDays``, ``monthlyOccurrences[].day``, each action's
-    ``retryPolicy.retryType`` and its Service Bus ``transportType`` and ``authentication.type``."""
-    if "state" in properties:
-        properties["state"] = service_spelling(properties["state"])
-    recurrence = properties.get("recurrence")
-    if isinstance(recurrence, dict):
-        if "frequency" in recurrence:
-            recurrence["frequency"] = service_spelling(recurrence["frequency"])
-        schedule = recurrence.get("schedule")
-        if isinstance(schedule, dict) and "weekDays" in schedule:
-            days = schedule["weekDays"]
-            spelt = [service_spelling(d) for d in days] if isinstance(days, list) else service_spelling(days)
-            schedule["weekDays"] = spelt
-    for entry in _monthly_occurrences(properties):
-        if "day" in entry:
-            entry["day"] = service_spelling(entry["day"])
-    for _, act in shape.actions_in(properties):
-        policy = act.get("retryPolicy")
-        if isinstance(policy, dict) and "retryType" in policy:
-            policy["retryType"] = service_spelling(policy["retryType"])
-        for payload in ("serviceBusQueueMessage", "serviceBusTopicMessage"):
-            message = act.get(payload)
-            if not isinstance(message, dict):
-                continue
-            if "transportType" in message:
-                message["transportType"] = service_spelling(message["transportType"])
-            authentication = message.get("authentication")
-            if isinstance(authentication, dict) and "type" in authentication:
-                authentication["type"] = service_spelling(authentication["type"])

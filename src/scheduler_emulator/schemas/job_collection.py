@@ -43,6 +43,10 @@ class JobCollectionProperties(WireModel):
     state: CaseInsensitive("Enabled", "Disabled", "Suspended") | None = None  # type: ignore[valid-type]
     quota: Quota | None = None
 
+    def canonical(self) -> dict[str, Any]:
+        """The properties as they are stored and answered from (as schemas.job.JobProperties.canonical)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
     @property
     def sku_name(self) -> str:
         return (self.sku.name if self.sku else None) or plans.DEFAULT_SKU

@@ -109,9 +109,9 @@ def _store(
     spec = read_model(JobCollectionIn, body)
     properties = spec.properties
     sku = properties.sku_name if properties else plans.DEFAULT_SKU
-    # explicit nulls mean "omitted": never stored, never echoed
-    raw_properties: dict[str, Any] = merge_patch({}, body.get("properties") or {})
-    limits = stored_limits(sku, raw_properties, floor)
+    # canonical (schemas.job_collection): numbers as numbers, omitted or null members absent
+    stored = properties.canonical() if properties is not None else {}
+    limits = stored_limits(sku, stored, floor)
     _check_plan_change(session, existing, subscription_id=ref.subscription_id, sku=sku, limits=limits, moment=moment)
     collection = existing or JobCollectionRow(
         subscription_id=ref.subscription_id,
@@ -124,7 +124,7 @@ def _store(
     )
     collection.location = display_location(spec.location)
     collection.tags = spec.tags or None
-    collection.properties = raw_properties
+    collection.properties = stored
     collection.sku = sku
     collection.state = (properties.state if properties else None) or "Enabled"
     collection.updated_at = moment

@@ -23,9 +23,9 @@ from scheduler_emulator.domain.job_rules import RetrySpec, check_job, check_job_
 from scheduler_emulator.domain.merge import merge_patch
 from scheduler_emulator.domain.plans import Limits
 from scheduler_emulator.domain.states import JobState
-from scheduler_emulator.schemas.job import JobDefinitionIn, JobProperties, use_spec_occurrence_key
+from scheduler_emulator.schemas.job import HttpAuthentication, JobDefinitionIn, JobProperties
 from scheduler_emulator.schemas.job_collection import stored_limits
-from scheduler_emulator.schemas.job_shape import ACTION_PLACES, keep_omitted_secrets, member, strip_secrets
+from scheduler_emulator.schemas.job_shape import ACTION_PLACES, ActionPlace, keep_omitted_secrets, strip_secrets
 from scheduler_emulator.service.validation import check_name_length, read_model
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
@@ -143,9 +143,8 @@ def patch(
     _refuse_final(job)
     # Secrets the patch does not mention are kept only for an unchanged target (keep_omitted_secrets).
     merged = keep_omitted_secrets(merge_patch(strip_secrets(job.definition), changes), job.definition)
-    retimed = any(merged.get(k) != job.definition.get(k) for k in ("startTime", "recurrence"))
     write = JobWrite(
-        collection=collection, name=job.name, raw=merged, moment=moment, floor=floor, existing=job, new_series=retimed
+        collection=collection, name=job.name, raw=merged, moment=moment, floor=floor, existing=job, new_series=None
     )
     return _store(session, write)
 
@@ -243,7 +242,9 @@ class JobWrite:
     moment: datetime
     floor: timedelta
     existing: JobRow | None = None  # the job replaced or patched (changed in place); None: a new one
-    new_series: bool = True  # an existing job's series restarts at ``moment`` (a new job's always starts there)
+    # an existing job's series restarts at ``moment`` (a new job's always starts there); None: only when its
+    # timing (startTime, recurrence) changed
+    new_series: bool | None = True
     job_count: int | None = None  # the collection's jobs, for a new one (None: counted when stored)
 
 
@@ -276,12 +277,11 @@ def _build(write: JobWrite) -> tuple[JobRow, Limits]:
     if size > MAX_DEFINITION_BYTES:
         raise TooLarge("job definition", MAX_DEFINITION_BYTES, size)
     properties = read_model(JobDefinitionIn, {"properties": raw}).properties
-    use_spec_occurrence_key(raw)  # after validation, whose messages name the key the client sent
     limits = collection_limits_of(collection, write.floor)
     if existing is None:
         check_job_count(write.job_count or 0, limits)
     check_definition(properties, limits, moment)
-    _add_certificate_details(raw, properties)
+    definition = _with_certificate_details(properties).canonical()
     state = properties.state or JobState.Enabled
     job = existing or JobRow(
         collection_id=collection.id,
@@ -293,12 +293,15 @@ def _build(write: JobWrite) -> tuple[JobRow, Limits]:
         faulted_count=0,
         repeat_count=0,
     )
-    job.definition = raw
+    new_series = write.new_series
+    if new_series is None and existing is not None:
+        new_series = any(definition.get(k) != existing.definition.get(k) for k in ("startTime", "recurrence"))
+    job.definition = definition
     job.version = (existing.version + 1) if existing is not None else 1
     job.updated_at = moment
     enabling = existing is not None and existing.state == JobState.Disabled and state == JobState.Enabled
     job.state = state
-    if existing is None or write.new_series or enabling:
+    if existing is None or new_series or enabling:
         job.series_origin = moment
     job.next_execution_time = first_run(properties, job.series_origin) if state == JobState.Enabled else None
     return job, limits
@@ -309,8 +312,8 @@ def _refuse_final(job: JobRow) -> None:
         raise Conflict(f"The job '{job.name}' is {job.state}; a {job.state} job cannot be changed, only deleted.")
 
 
-def _add_certificate_details(raw: dict[str, Any], properties: JobProperties) -> None:
-    """For ClientCertificate authentication, record what the pfx says (thumbprint, subject, expiry)."""
+def _with_certificate_details(properties: JobProperties) -> JobProperties:
+    """``properties`` with what each ClientCertificate authentication's pfx says (thumbprint, subject, expiry)."""
     for place in ACTION_PLACES:
         parsed: Any = properties
         for attribute in place.attributes:
@@ -319,7 +322,24 @@ def _add_certificate_details(raw: dict[str, Any], properties: JobProperties) -> 
         if auth is None or auth.type != "ClientCertificate" or auth.pfx is None:
             continue
         info = read_pfx(auth.pfx, auth.password, f"{place.path}.request.authentication")
-        stored = member(raw, *place.keys, "request", "authentication")
-        stored["certificateThumbprint"] = info.thumbprint
-        stored["certificateSubjectName"] = info.subject_name
-        stored["certificateExpirationDate"] = isoformat_z(info.expiration)
+        read = auth.model_copy(
+            update={
+                "certificate_thumbprint": info.thumbprint,
+                "certificate_subject_name": info.subject_name,
+                "certificate_expiration_date": isoformat_z(info.expiration),
+            }
+        )
+        properties = _with_authentication(properties, place, read)
+    return properties
+
+
+def _with_authentication(properties: JobProperties, place: ActionPlace, auth: HttpAuthentication) -> JobProperties:
+    """``properties`` with the HTTP authentication of the action at ``place`` replaced (the models are frozen)."""
+    chain: list[Any] = [properties]
+    for attribute in place.attributes:
+        chain.append(getattr(chain[-1], attribute))
+    action = chain[-1]
+    value: Any = action.model_copy(update={"request": action.request.model_copy(update={"authentication": auth})})
+    for parent, attribute in zip(reversed(chain[:-1]), reversed(place.attributes), strict=True):
+        value = parent.model_copy(update={attribute: value})
+    return value  # type: ignore[no-any-return]

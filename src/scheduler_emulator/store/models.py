@@ -1,4 +1,4 @@
-"""SQLAlchemy tables. ARM field paths are not columns: a job's definition is kept as the client sent it
+"""SQLAlchemy tables. ARM field paths are not columns: a job's definition is kept in its canonical form
 (JSON), next to the columns the service queries and updates (state, counters, next due time)."""
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ class JobCollectionRow(Base):
     name_key: Mapped[str] = mapped_column(String(100))
     location: Mapped[str] = mapped_column(String(100))
     tags: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    # `properties` exactly as the client sent them (plus a default state), echoed back as they are.
+    # `properties` in their canonical form (schemas.job_collection.JobCollectionProperties.canonical).
     properties: Mapped[dict[str, Any]] = mapped_column(JSON)
     sku: Mapped[str] = mapped_column(String(20))  # canonical: Free, Standard, P10Premium, P20Premium
     state: Mapped[str] = mapped_column(String(20))  # canonical: Enabled, Disabled, Suspended, Deleted
@@ -169,7 +169,8 @@ class JobRow(Base):
     collection_id: Mapped[int] = mapped_column(ForeignKey("job_collections.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(100))
     name_key: Mapped[str] = mapped_column(String(100))
-    # `properties` as the client sent them, secrets included (sealed at rest; never returned: see api.rendering).
+    # `properties` in their canonical form (schemas.job.JobProperties.canonical), secrets included (sealed at rest;
+    # never returned: see api.rendering).
     definition: Mapped[dict[str, Any]] = mapped_column(SealedJSON)
     state: Mapped[str] = mapped_column(String(20))  # canonical: Enabled, Disabled, Completed, Faulted
     # The instant the current series was defined (create/replace/enable): past instances before it are skipped.
