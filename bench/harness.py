@@ -684,7 +684,8 @@ class Measured:
     demand: float
     stats: FireStats | None = None
     history: str = "—"
-    peak_rss_mb: float | None = None
+    peak_rss_mb: float | None = None  # of the largest process
+    peak_rss_total_mb: float | None = None  # summed over the processes (pages shared after a fork counted in each)
     cpu_s: float | None = None
     setup_s: float | None = None
     margin_s: float | None = None  # seconds between 'ready' and the first due instant
@@ -697,6 +698,9 @@ class Measured:
     creation: dict[str, Any] | None = None  # the user's path: what creating the jobs through the API took
     gets: dict[str, Any] | None = None  # the user's path: GET latency while the fires ran
     log_lines: int | None = None  # lines the emulator(s) logged
+    processes: int | None = None  # how many processes of the system under test were measured
+    variant: str = ""  # run.py --variant: the name of the flags the emulator ran with ("": none)
+    round: int = 1  # run.py --repeat: which round of the interleaved runs this was
 
 
 def dump_json(path: Path, payload: Any) -> None:
