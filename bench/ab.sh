@@ -5,8 +5,11 @@
 #
 # Each revision is exported (git archive, no worktree) into $AB_DIR/<commit> with a venv of its own, made once and
 # reused. Then every step runs once per revision, the two back to back, OLD NEW in odd rounds and NEW OLD in even
-# ones (drift on a shared machine hits both), each with its own bench/run.py, so each commit runs as its users
-# run it (`python -m scheduler_emulator`, default flags, jobs created through its API):
+# ones (drift on a shared machine hits both). One instrument for both: the bench/ scripts beside this one are
+# copied over each tree's bench/ and run under that tree's venv, so what differs is the code under test (each
+# commit's src/ and migrations/), run as its users run it (`python -m scheduler_emulator`, default flags, jobs
+# created through its API). The fire and API steps use none of the service's modules in the bench process (the
+# history is counted in SQL); the million step seeds through store.database and store.models.
 #
 #   fire-1000  1,000 fires/s over AB_WINDOW s: the plain loop, SQLite, PostgreSQL ×1 (rate, p99, CPU per fire summed
 #              over the emulator's process tree, peak RSS; the plain loop's CPU per fire in the same invocation)
@@ -15,7 +18,7 @@
 #   million    (AB_MILLION=1) start-up with 10,000,000 jobs on PostgreSQL: first fire, RSS, idle CPU; once per
 #              revision (~5 min each, mostly the insert)
 #
-# Then bench/ab_report.py (this script's own copy) prints one table: each figure, every run of each revision,
+# Then bench/ab_report.py prints one table: each figure, every run of each revision,
 # the medians and the change, and which figures are worse for NEW. Everything lands in $AB_OUT.
 #
 # Environment: AB_DIR (/tmp/scheduler-ab), AB_OUT ($AB_DIR/results-OLD-NEW), AB_ROUNDS (2), AB_WINDOW (8 s: N = rate × 8 jobs),
@@ -40,7 +43,6 @@ if [ "${AB_MILLION:-0}" = 1 ]; then AB_STEPS="$AB_STEPS million"; fi
 command -v nginx >/dev/null || { echo "ab.sh: nginx is the HTTP target: apt-get install nginx (or make bench)" >&2; exit 1; }
 mkdir -p "$AB_DIR" "$AB_OUT"
 report="$AB_OUT/report.md"
-cp "$here/ab_report.py" "$AB_OUT/ab_report.py"  # the report of this script's version, whatever the trees hold
 
 say() { echo "[$(date -u +%H:%M:%S)] ab.sh: $*" >&2; }
 
@@ -54,10 +56,11 @@ tree_of() {  # an exported tree with its venv, made once per commit
         "$dir/.venv/bin/pip" install --quiet -e "$dir" -r "$dir/bench/requirements.txt" >&2
         touch "$dir/.venv/.ab-ready"
     fi
+    rm -rf "$dir/bench" && cp -r "$here" "$dir/bench" && rm -rf "$dir/bench/profiles" "$dir/bench/__pycache__"
     echo "$dir"
 }
 
-step_args() {  # bench/run.py's flags for one step (flags the run.py of 7928dc4 already has)
+step_args() {  # bench/run.py's flags for one step
     local quiet=(--quiet-wait 10 --quiet-budget 60)
     case "$1" in
         fire-1000) echo "--scenarios fire --systems plain,sqlite,pg1 --paths user --rates 1000 --window $AB_WINDOW ${quiet[*]}" ;;
@@ -89,5 +92,5 @@ for round in $(seq 1 "$AB_ROUNDS"); do
     done
 done
 say "done in $(( ($(date +%s) - began) / 60 )) min; results in $AB_OUT"
-"$new_dir/.venv/bin/python" "$AB_OUT/ab_report.py" "$AB_OUT" --old "${old:0:7}" --new "${new:0:7}" | tee "$report"
+python3 "$here/ab_report.py" "$AB_OUT" --old "${old:0:7}" --new "${new:0:7}" | tee "$report"
 say "report: $report"
