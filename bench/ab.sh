@@ -38,7 +38,7 @@ AB_DIR="${AB_DIR:-/tmp/scheduler-ab}"
 AB_OUT="${AB_OUT:-$AB_DIR/results-${old:0:7}-${new:0:7}}"
 AB_ROUNDS="${AB_ROUNDS:-2}"
 AB_WINDOW="${AB_WINDOW:-8}"
-AB_STEPS="${AB_STEPS:-fire-1000 fire-3000 api}"
+AB_STEPS="${AB_STEPS-fire-1000 fire-3000 api}"  # set and empty: no steps (only the trees)
 if [ "${AB_MILLION:-0}" = 1 ]; then AB_STEPS="$AB_STEPS million"; fi
 command -v nginx >/dev/null || { echo "ab.sh: nginx is the HTTP target: apt-get install nginx (or make bench)" >&2; exit 1; }
 mkdir -p "$AB_DIR" "$AB_OUT"

@@ -112,7 +112,9 @@ def add(figures: dict[str, Figure], name: str, better: str, side: str, value: ob
 
 def verdict(figure: Figure) -> tuple[str, str]:
     """(change of NEW's median against OLD's, whether NEW is worse): "worse" when the medians say so and the two
-    sides' runs do not overlap, "within the spread" when they overlap."""
+    sides' runs (two or more each) do not overlap, "within the spread" when they overlap. One run a side says
+    nothing: an A/A of one commit against itself, one run each, differed by 10-14 % in CPU per fire on a busy
+    machine (bench/README.md, "A/B of two commits")."""
     old, new = figure.runs["old"], figure.runs["new"]
     if not old or not new:
         return "—", "missing"
@@ -123,6 +125,8 @@ def verdict(figure: Figure) -> tuple[str, str]:
     worse_median = mn > mo if figure.better == "lower" else mn < mo
     if not worse_median or mn == mo:
         return change, "no"
+    if min(len(old), len(new)) < 2:
+        return change, "worse? one run a side"
     apart = min(new) > max(old) if figure.better == "lower" else max(new) < min(old)
     return change, "**worse**" if apart else "worse, within the spread"
 
@@ -167,7 +171,7 @@ def main() -> None:
         print(f"| {name} | {figure.better or 'reference'} | {runs(figure.runs['old'])} | {runs(figure.runs['new'])} "
               f"| {med(figure.runs['old'])} | {med(figure.runs['new'])} | {change} | {worse} |")
     print("\nRuns are listed in the order they ran; a figure is **worse** when NEW's median is worse and no run of "
-          "NEW is as good as OLD's worst run, \"within the spread\" when the runs overlap.")
+          "NEW (two or more) is as good as OLD's worst run, \"within the spread\" when the runs overlap.")
 
 
 if __name__ == "__main__":
