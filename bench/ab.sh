@@ -44,6 +44,7 @@ AB_STEPS="${AB_STEPS-fire api}"  # set and empty: no steps (only the trees)
 if [ "${AB_MILLION:-0}" = 1 ]; then AB_STEPS="$AB_STEPS million"; fi
 command -v nginx >/dev/null || { echo "ab.sh: nginx is the HTTP target: apt-get install nginx (or make bench)" >&2; exit 1; }
 mkdir -p "$AB_DIR" "$AB_OUT"
+rm -f "$AB_OUT"/*-r*-old.* "$AB_OUT"/*-r*-new.*  # a previous A/B of the same two commits: the report reads all
 report="$AB_OUT/report.md"
 
 say() { echo "[$(date -u +%H:%M:%S)] ab.sh: $*" >&2; }
