@@ -638,42 +638,46 @@ def seed_jobs_in_sql(database_url: str, jobs: int, due_soon: int, moment: dateti
     return time.monotonic() - began
 
 
+def history_engine(database_url: str) -> Any:
+    """An engine for reading the history table by its name: plain SQL, none of the service's modules, so that
+    bench/ab.sh can measure another commit with these scripts whatever its store code looks like."""
+    from sqlalchemy import create_engine
+
+    if database_url.startswith("postgresql://"):
+        database_url = database_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    return create_engine(database_url)
+
+
 def wait_for_history(database_url: str, fires: int, timeout: float) -> tuple[int, float]:
     """Poll the history table until it holds ``fires`` rows (or ``timeout`` passes): (rows, seconds waited)."""
-    from sqlalchemy import func, select
+    from sqlalchemy import text
 
-    from scheduler_emulator.store.database import Database
-    from scheduler_emulator.store.models import JobHistoryRow
-
-    database = Database(database_url)
+    engine = history_engine(database_url)
     began = time.monotonic()
     rows = -1
     try:
         while True:
-            with contextlib.suppress(Exception), database.session() as session:
-                rows = session.scalar(select(func.count()).select_from(JobHistoryRow)) or 0
+            with contextlib.suppress(Exception), engine.connect() as conn:
+                rows = conn.execute(text("SELECT count(*) FROM job_history")).scalar_one()
             waited = time.monotonic() - began
             if rows >= fires or waited >= timeout:
                 return rows, waited
             time.sleep(1.0)
     finally:
-        database.dispose()
+        engine.dispose()
 
 
 def history_counts(database_url: str) -> dict[str, int]:
     """History rows by status (what the dispatcher persisted)."""
-    from sqlalchemy import func, select
+    from sqlalchemy import text
 
-    from scheduler_emulator.store.database import Database
-    from scheduler_emulator.store.models import JobHistoryRow
-
-    database = Database(database_url)
+    engine = history_engine(database_url)
     try:
-        with database.session() as session:
-            return dict(session.execute(
-                select(JobHistoryRow.status, func.count()).group_by(JobHistoryRow.status)).tuples().all())
+        with engine.connect() as conn:
+            return {status: count for status, count in conn.execute(
+                text("SELECT status, count(*) FROM job_history GROUP BY status")).tuples()}
     finally:
-        database.dispose()
+        engine.dispose()
 
 
 @dataclass
@@ -684,7 +688,8 @@ class Measured:
     demand: float
     stats: FireStats | None = None
     history: str = "—"
-    peak_rss_mb: float | None = None
+    peak_rss_mb: float | None = None  # of the largest process
+    peak_rss_total_mb: float | None = None  # summed over the processes (pages shared after a fork counted in each)
     cpu_s: float | None = None
     setup_s: float | None = None
     margin_s: float | None = None  # seconds between 'ready' and the first due instant
@@ -697,6 +702,9 @@ class Measured:
     creation: dict[str, Any] | None = None  # the user's path: what creating the jobs through the API took
     gets: dict[str, Any] | None = None  # the user's path: GET latency while the fires ran
     log_lines: int | None = None  # lines the emulator(s) logged
+    processes: int | None = None  # how many processes of the system under test were measured
+    variant: str = ""  # run.py --variant: the name of the flags the emulator ran with ("": none)
+    round: int = 1  # run.py --repeat: which round of the interleaved runs this was
 
 
 def dump_json(path: Path, payload: Any) -> None:

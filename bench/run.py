@@ -17,13 +17,14 @@ import math
 import os
 import platform
 import random
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,31 @@ PATHS = {
 }
 
 
-def label(system: str, path: str) -> str:
-    return SYSTEMS[system] if system not in EMULATOR_SYSTEMS else f"{SYSTEMS[system]} — {PATHS[path]}"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way of starting the emulator, measured beside the others in the same run (``--variant``): its name
+    in the tables and the flags added to every emulator process's command line (after ``--emulator-args``)."""
+
+    name: str
+    args: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> Variant:
+        """``NAME=FLAGS``, e.g. ``actions-off=--action-process off``."""
+        name, sep, flags = text.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--variant {text!r}: expected NAME=FLAGS, e.g. 'off=--action-process off'")
+        return cls(name.strip(), tuple(shlex.split(flags)))
+
+
+DEFAULT = Variant("")
+
+
+def label(system: str, path: str, variant: Variant = DEFAULT) -> str:
+    text = SYSTEMS[system] if system not in EMULATOR_SYSTEMS else f"{SYSTEMS[system]} — {PATHS[path]}"
+    return f"{text} [{variant.name}]" if variant.name and system in EMULATOR_SYSTEMS else text
 
 
 def log(message: str) -> None:
@@ -87,7 +111,11 @@ class Lead:
                 path: str = "seeded") -> None:
         if seed_s:
             key = backend(system, path)
-            cls.seed_rate[key] = min(cls.seed_rate[key], jobs / seed_s)
+            if key.startswith("api-"):  # the last PUT rate seen, less 15 %: a first guess of 300/s made the
+                # 3,000/s runs idle ~70 s before their window (the margin above and a rerun cover a slower one)
+                cls.seed_rate[key] = 0.85 * jobs / seed_s
+            else:
+                cls.seed_rate[key] = min(cls.seed_rate[key], jobs / seed_s)
         if startup_s:
             cls.startup[system] = max(cls.startup[system], 1.3 * startup_s)
 
@@ -98,23 +126,26 @@ def backend(system: str, path: str = "seeded") -> str:
 
 
 def run_fire(system: str, jobs: int, window: float, opts: argparse.Namespace,
-             profile_to: Path | None = None, path: str = "seeded") -> h.Measured:
+             profile_to: Path | None = None, path: str = "seeded", *, variant: Variant = DEFAULT) -> h.Measured:
     """One run; run again once (with the lead learnt from the first) if setup overran the first due instant."""
-    result = run_fire_once(system, jobs, window, opts, profile_to, path)
+    result = run_fire_once(system, jobs, window, opts, profile_to, path, variant=variant)
     if result.error is None and (result.margin_s or 0) < 0.2:
         log(f"  setup overran the lead by {-(result.margin_s or 0):.1f} s; running again with a longer lead")
-        result = run_fire_once(system, jobs, window, opts, profile_to, path)
+        result = run_fire_once(system, jobs, window, opts, profile_to, path, variant=variant)
     return result
 
 
 def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespace,
-                  profile_to: Path | None = None, path: str = "seeded") -> h.Measured:
+                  profile_to: Path | None = None, path: str = "seeded", *, variant: Variant = DEFAULT) -> h.Measured:
     """One fire-rate run. Emulator systems: ``path`` user (jobs created through the ARM API of the process(es)
     that fire them, which run with default flags; PostgreSQL ×3: the API on one process started with
     --no-dispatcher, dispatchers on two started with --no-api, as the README shows), quiet (the same with
-    --log-level warning) or seeded (rows written into the store, then fresh dispatcher processes)."""
+    --log-level warning) or seeded (rows written into the store, then fresh dispatcher processes). Every
+    emulator process also gets ``--emulator-args`` and the ``variant``'s flags."""
     demand = jobs / window
-    result = h.Measured(label(system, path), demand, path=path if system in EMULATOR_SYSTEMS else "seeded")
+    result = h.Measured(label(system, path, variant), demand,
+                        path=path if system in EMULATOR_SYSTEMS else "seeded")
+    flags = [*opts.emulator_args, *variant.args]
     get_load: h.GetLoad | None = None
     tmp = Path(tempfile.mkdtemp(prefix="bench-fire-"))
     nginx = h.Nginx(tmp / "nginx")
@@ -130,7 +161,7 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
             url = f"sqlite:///{tmp / 'store' / 'scheduler.db'}"
             if system != "sqlite":
                 url = pg_url = h.create_pg_database()
-            extra = ["--log-level", "warning"] if path == "quiet" else []
+            extra = (["--log-level", "warning"] if path == "quiet" else []) + flags
             if system == "pg3":  # the README's scale-out: one API process, dispatcher processes beside it
                 emulators = [h.Emulator(tmp / "api", url, "--no-dispatcher", *extra, defaults=True)]
                 emulators += [h.Emulator(tmp / f"dispatcher{k}", url, "--no-api", *extra, defaults=True)
@@ -175,7 +206,7 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
             due = [h.due_instant(t0_us, window_us, i, jobs) for i in range(jobs)]
             seed_s = h.seed_jobs(url, due, lambda i: f"{target}/fire/{i}")
             del due
-            emulators = [h.Emulator(tmp / f"dispatcher{k}", url) for k in range(3 if system == "pg3" else 1)]
+            emulators = [h.Emulator(tmp / f"dispatcher{k}", url, *flags) for k in range(3 if system == "pg3" else 1)]
             for emulator in emulators:
                 emulator.spawn()
             for emulator in emulators:
@@ -227,7 +258,9 @@ def run_fire_once(system: str, jobs: int, window: float, opts: argparse.Namespac
             time.sleep(1.2)  # nginx flushes its log every second
             _, result.history_lag_s = h.wait_for_history(url, nginx.lines(), opts.history_wait)
         peaks = [h.proc_status_kb(pid, "VmHWM") or 0 for pid in pids]
+        result.processes = len(pids)
         result.peak_rss_mb = max(peaks) / 1024
+        result.peak_rss_total_mb = sum(peaks) / 1024
         if len(peaks) > 1:
             result.notes.append("peak RSS per process " + "/".join(f"{p / 1024:.0f}" for p in peaks) + " MB")
         cpu_after, sys_after = h.cpu_split_of(pids)
@@ -391,7 +424,8 @@ def summarise_profile(path: Path, top: int = 15) -> str:
     if not total:
         return "(empty profile)"
     pct = lambda n: f"{100 * n / total:.1f}"  # noqa: E731
-    rows = [f"{total} non-idle samples; by {'process and ' if tree else ''}thread: " + ", ".join(f"{k} {pct(v)}%" for k, v in threads.most_common()),
+    by_thread = ", ".join(f"{k} {pct(v)}%" for k, v in threads.most_common())
+    rows = [f"{total} non-idle samples; by {'process and ' if tree else ''}thread: " + by_thread,
             "", "| self % | function |", "|---:|---|"]
     rows += [f"| {pct(n)} | `{name}` |" for name, n in own.most_common(top)]
     rows += ["", "| self % | package (of the innermost frame) |", "|---:|---|"]
@@ -436,12 +470,13 @@ def simplify(frame: str) -> str:
 # -- API throughput ---------------------------------------------------------------------------------
 
 
-def run_api(store: str, seconds: float, concurrency: int, profile_dir: Path | None = None) -> list[dict[str, object]]:
-    """The API alone, with default flags (info logs, dispatcher on): one process on SQLite, two processes
-    sharing the database on PostgreSQL (the clients split between them)."""
+def run_api(store: str, seconds: float, concurrency: int, profile_dir: Path | None = None, *,
+            flags: tuple[str, ...] = ()) -> list[dict[str, object]]:
+    """The API alone, with default flags (info logs, dispatcher on) and ``flags``: one process on SQLite, two
+    processes sharing the database on PostgreSQL (the clients split between them)."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-api-"))
     pg_url = h.create_pg_database() if store == "pg" else None
-    emulators = [h.Emulator(tmp / f"data{k}", pg_url, defaults=True) for k in range(2 if pg_url else 1)]
+    emulators = [h.Emulator(tmp / f"data{k}", pg_url, *flags, defaults=True) for k in range(2 if pg_url else 1)]
     rows: list[dict[str, object]] = []
     try:
         bases = [emulators[0].start()]
@@ -544,9 +579,10 @@ async def phase(client: object, operation: str, make: object, pids: list[int], s
 
 
 def run_million(jobs: int, due_soon: int, idle_seconds: float, profile_to: Path | None = None,
-                store: str = "sqlite") -> dict[str, Any]:
+                store: str = "sqlite", *, flags: tuple[str, ...] = ()) -> dict[str, Any]:
     """Start-up with ``jobs`` stored (``due_soon`` of them due at once): seconds to Listening and to the first
-    fire, RSS, and idle CPU afterwards; on SQLite (rows cloned in Python) or PostgreSQL (rows made in SQL)."""
+    fire, RSS, and idle CPU afterwards; on SQLite (rows cloned in Python) or PostgreSQL (rows made in SQL); the
+    emulator started with ``flags`` besides its own."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-million-"))
     nginx = h.Nginx(tmp / "nginx")
     result: dict[str, Any] = {"jobs": jobs, "due_soon": due_soon, "store": store}
@@ -574,7 +610,7 @@ def run_million(jobs: int, due_soon: int, idle_seconds: float, profile_to: Path 
             del due
             db_file = tmp / "data" / "scheduler.db"
             result["db_mb"] = sum(p.stat().st_size for p in db_file.parent.glob("scheduler.db*")) / 2**20
-        emulator = h.Emulator(tmp / "data", pg_url)
+        emulator = h.Emulator(tmp / "data", pg_url, *flags)
         emulator.spawn()
         emulator.wait_listening(120)
         result["listening_s"] = emulator.listening_at - emulator.spawned_at
@@ -587,7 +623,8 @@ def run_million(jobs: int, due_soon: int, idle_seconds: float, profile_to: Path 
         if arrivals:
             result["first_fire_s"] = arrivals[0] - emulator.spawned_at
             result["last_due_fire_s"] = arrivals[min(len(arrivals), due_soon) - 1] - emulator.spawned_at
-        family = emulator.pids  # with its dispatcher and action processes: RSS summed (shared pages counted twice), CPU summed
+        # with its dispatcher and action processes: RSS summed (shared pages counted twice), CPU summed
+        family = emulator.pids
         result["rss_mb"] = sum(h.proc_status_kb(pid, "VmRSS") or 0 for pid in family) / 1024
         time.sleep(2)
         profiler = start_profiler(emulator.pid, profile_to, idle_seconds, nonblocking=True) if profile_to else None
@@ -645,6 +682,59 @@ def fire_table(results: list[h.Measured]) -> str:
         )
     notes = [f"- {r.demand:,.0f}/s {r.system}: {note}" for r in results for note in r.notes]
     return "\n".join(rows + ([""] + notes if notes else []))
+
+
+def ab_table(results: list[h.Measured]) -> str:
+    """Every fire-rate run of the variants side by side, in the order run, each with the plain loop's CPU per
+    fire of the same round and rate (the machine's state then); then the median of each variant's runs."""
+    plain = {(r.round, round(r.demand)): cpu_ms_per_fire(r) for r in results if r.system == SYSTEMS["plain"]}
+    rows = ["| round | demand | system | variant | fires/s | p99 ms | missed | GET p99 ms | CPU ms/fire (process tree) "
+            "| plain loop CPU ms/fire | ratio to plain | processes | peak RSS MB, summed | box CPU |",
+            "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    groups: dict[tuple[float, str, str], list[h.Measured]] = {}
+    for r in results:
+        if r.system == SYSTEMS["plain"] or r.system == SYSTEMS["aps"]:
+            continue
+        base = r.system.removesuffix(f" [{r.variant}]") if r.variant else r.system
+        groups.setdefault((r.demand, base, r.variant), []).append(r)
+        ceiling = plain.get((r.round, round(r.demand)))
+        per = cpu_ms_per_fire(r)
+        if r.stats is None:
+            rows.append(f"| {r.round} | {r.demand:,.0f}/s | {base} | {r.variant or '—'} | failed: {r.error} "
+                        "| | | | | | | | | |")
+            continue
+        ratio = f"{per / ceiling:.1f}×" if per and ceiling else "—"
+        rows.append(f"| {r.round} | {r.demand:,.0f}/s | {base} | {r.variant or '—'} | {r.stats.achieved:,.0f} "
+                    f"| {fmt(r.stats.p99_ms)} | {r.stats.missed:,} | {fmt(get_p99(r), 1)} | {fmt(per, 3)} "
+                    f"| {fmt(ceiling, 3)} | {ratio} "
+                    f"| {r.processes} | {fmt(r.peak_rss_total_mb)} | {fmt(r.box_busy_pct)}% |")
+    rows += ["", "Median over the rounds:", "",
+             "| demand | system | variant | runs | fires/s | p99 ms | GET p99 ms | CPU ms/fire "
+             "| plain loop CPU ms/fire | peak RSS MB, summed |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def median(values: list[float | None]) -> float | None:
+        known = sorted(v for v in values if v is not None)
+        if not known:
+            return None
+        middle = len(known) // 2
+        return known[middle] if len(known) % 2 else (known[middle - 1] + known[middle]) / 2
+
+    for (demand, base, variant), runs in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1])):
+        done = [r for r in runs if r.stats is not None]
+        ceilings = [plain.get((r.round, round(r.demand))) for r in done]
+        rows.append(f"| {demand:,.0f}/s | {base} | {variant or '—'} | {len(done)} "
+                    f"| {fmt(median([r.stats.achieved for r in done if r.stats]))} "
+                    f"| {fmt(median([r.stats.p99_ms for r in done if r.stats]))} "
+                    f"| {fmt(median([get_p99(r) for r in done]), 1)} "
+                    f"| {fmt(median([cpu_ms_per_fire(r) for r in done]), 3)} | {fmt(median(ceilings), 3)} "
+                    f"| {fmt(median([r.peak_rss_total_mb for r in done]))} |")
+    return "\n".join(rows)
+
+
+def get_p99(r: h.Measured) -> float | None:
+    """p99 of the GET job requests sent while the window ran (the user's path), if any."""
+    return r.gets.get("p99_ms") if r.gets else None
 
 
 def api_table(rows: list[dict[str, object]]) -> str:
@@ -836,7 +926,25 @@ def main() -> None:
     parser.add_argument("--quiet-budget", type=float, help="longest total wait (default 300 s, quick 30 s)")
     parser.add_argument("--output", default=str(h.BENCH_DIR / "results.md"), help="where to write the table")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories (logs, databases)")
+    parser.add_argument("--emulator-args", default="",
+                        help="flags added to every emulator process's command line, "
+                        "e.g. --emulator-args='--action-process off'")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
+                        help="repeatable: measure the emulator started with FLAGS (besides --emulator-args) under "
+                        "NAME, each variant beside the others for every scenario, e.g. --variant default= "
+                        "--variant off='--action-process off'; adds an A/B table")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds of the fire-rate runs (the variants in A B, then B A order: drift hits both)")
     opts = parser.parse_args()
+    try:
+        opts.emulator_args = tuple(shlex.split(opts.emulator_args))
+        variants = [Variant.parse(text) for text in opts.variant] or [DEFAULT]
+    except ValueError as exc:
+        parser.error(str(exc))
+    if len({v.name for v in variants}) != len(variants):
+        parser.error("--variant names must differ")
+    if not 1 <= opts.repeat <= 20:
+        parser.error("--repeat: 1 to 20 rounds")
     quick = opts.quick
     rates = [float(x) for x in (opts.rates or ("1000,3000" if quick else "200,1000,3000")).split(",")]
     window = opts.window or (3.0 if quick else 10.0)
@@ -879,18 +987,26 @@ def main() -> None:
     million: list[dict[str, Any]] = []
     api_rows: list[dict[str, object]] = []
     if "fire" in scenarios:
-        for rate in rates:
-            jobs = int(rate * window)
-            for system in systems:
-                for path in (paths if system in EMULATOR_SYSTEMS else ["seeded"]):
-                    if path == "quiet" and rate != max(rates):
-                        continue  # what logging costs: at the top rate only
-                    settle()
-                    log(f"fire: {label(system, path)}: {jobs:,} jobs over {window:g} s (load {h.loadavg()})")
-                    r = run_fire(system, jobs, window, opts, path=path)
-                    fire.append(r)
-                    report_fire(r, jobs)
+        for round_number in range(1, opts.repeat + 1):
+            ordered = variants if round_number % 2 else variants[::-1]  # A B, then B A: drift hits both
+            for rate in rates:
+                jobs = int(rate * window)
+                for system in systems:
+                    for path in (paths if system in EMULATOR_SYSTEMS else ["seeded"]):
+                        if path == "quiet" and rate != max(rates):
+                            continue  # what logging costs: at the top rate only
+                        for variant in (ordered if system in EMULATOR_SYSTEMS else [DEFAULT]):
+                            settle()
+                            log(f"fire{f' (round {round_number})' if opts.repeat > 1 else ''}: "
+                                f"{label(system, path, variant)}: {jobs:,} jobs over {window:g} s "
+                                f"(load {h.loadavg()})")
+                            r = run_fire(system, jobs, window, opts, path=path, variant=variant)
+                            r.variant, r.round = variant.name, round_number
+                            fire.append(r)
+                            report_fire(r, jobs)
         sections += [f"## Fire rate and lateness ({window:g} s windows)\n", fire_table(fire)]
+        if len(variants) > 1 or opts.repeat > 1:
+            sections += ["## A/B: each run, in the order run\n", ab_table(fire)]
     if "api" in scenarios:
         rows = []
         api_profiles = None
@@ -898,9 +1014,15 @@ def main() -> None:
             api_profiles = h.BENCH_DIR / "profiles"
             api_profiles.mkdir(exist_ok=True)
         for store in api_stores:
-            settle()
-            log(f"api: {store}, {api_seconds:g} s per phase, {opts.api_concurrency} concurrent")
-            rows += run_api(store, api_seconds, opts.api_concurrency, api_profiles)
+            for variant in variants:
+                settle()
+                named = f" [{variant.name}]" if variant.name else ""
+                log(f"api: {store}{named}, {api_seconds:g} s per phase, {opts.api_concurrency} concurrent")
+                measured = run_api(store, api_seconds, opts.api_concurrency, api_profiles,
+                                   flags=(*opts.emulator_args, *variant.args))
+                for row in measured:
+                    row["store"] = f"{row['store']}{named}"
+                rows += measured
         api_rows = rows
         sections += [f"## API throughput ({opts.api_concurrency} concurrent requests, {api_seconds:g} s per "
                      "operation, one aiohttp.ClientSession in the benchmark process)\n", api_table(rows)]
@@ -921,9 +1043,13 @@ def main() -> None:
                 (h.BENCH_DIR / "profiles").mkdir(exist_ok=True)
                 idle_profile = h.BENCH_DIR / "profiles" / f"million-idle-{store}.txt"
                 idle_profile.unlink(missing_ok=True)
-            result = run_million(count, 1000, opts.idle_seconds, idle_profile, store)
-            million.append(result)
-            sections += [f"## Start-up with {count:,} jobs ({name})\n", million_table(result)]
+            for variant in variants:
+                result = run_million(count, 1000, opts.idle_seconds, idle_profile, store,
+                                     flags=(*opts.emulator_args, *variant.args))
+                result["variant"] = variant.name
+                million.append(result)
+                named = f" [{variant.name}]" if variant.name else ""
+                sections += [f"## Start-up with {count:,} jobs ({name}){named}\n", million_table(result)]
             if idle_profile is not None:
                 sections += [f"### Profile of the idle {count:,}-job process on {name} (py-spy --nonblocking, "
                              f"during the idle measurement); raw stacks: `bench/profiles/{idle_profile.name}`\n",
