@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
+from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Literal, NoReturn, get_args
 
@@ -270,52 +273,160 @@ class Settings(BaseSettings):
                 raise ValueError("--clock-start only applies with --clock virtual")
             if self.clock_start.tzinfo is None:
                 raise ValueError("--clock-start needs a time zone, e.g. 2030-01-01T00:00:00Z")
+        # The groups that parse a flag's syntax (the endpoint and site mappings, the CIDR lists), so that a
+        # mistake stops the start. Built here, after the fields above are final; each is kept (cached_property).
+        self.outbound  # noqa: B018
+        self.arm  # noqa: B018
         return self
 
-    @property
-    def storage_endpoint_map(self) -> dict[str, str]:
-        """Storage account name (lower case) → queue service endpoint."""
-        return _mapping(self.storage_endpoints, "--storage-endpoint")
+    # The groups: what each collaborator is given (a whole Settings stops at app.py and serving.py). Each is built
+    # once, on first use, from the fields above; the fields stay flat because each is one flag and one variable.
+
+    @cached_property
+    def server(self) -> ServerSettings:
+        """The HTTP server: where it listens, TLS, and the connection and request limits."""
+        return ServerSettings.of(self)
+
+    @cached_property
+    def roles(self) -> RoleSettings:
+        """What this process serves (the API, the dispatcher) and where the dispatcher and actions run."""
+        return RoleSettings.of(self)
+
+    @cached_property
+    def store(self) -> StoreSettings:
+        """The database, the data directory and the key that seals stored secrets."""
+        return StoreSettings.of(self)
+
+    @cached_property
+    def dispatch(self) -> DispatchSettings:
+        """The dispatcher's pacing, leases, clock, retry floor and retention."""
+        return DispatchSettings.of(self)
+
+    @cached_property
+    def outbound(self) -> OutboundSettings:
+        """Where and how the actions connect."""
+        return OutboundSettings.of(self)
+
+    @cached_property
+    def security(self) -> SecuritySettings:
+        """How inbound requests are authenticated."""
+        return SecuritySettings.of(self)
+
+    @cached_property
+    def identity(self) -> IdentitySettings:
+        """The local token service: its principals and its signing key."""
+        return IdentitySettings.of(self)
+
+    @cached_property
+    def logging(self) -> LoggingSettings:
+        """The log lines: their level and format."""
+        return LoggingSettings.of(self)
+
+    @cached_property
+    def arm(self) -> ArmSettings:
+        """The ARM surfaces' choices: duration spellings, resource groups and the template front door."""
+        return ArmSettings.of(self)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServerSettings:
+    """The HTTP server (serving.py, connections.py, api/access.py's Host guard, api/pipeline.py's body cap)."""
+
+    host: str
+    port: int
+    https: bool
+    cert: Path | None
+    key: Path | None
+    certificate_dir: Path  # where a self-signed certificate is made (no --cert): DATA_DIR/tls
+    allowed_host_names: frozenset[str]  # lower case, besides the loopback ones (docs/reference/security.md)
+    max_body_bytes: int
+    max_head_bytes: int
+    head_timeout: float
+    body_timeout: float
+    keep_alive_timeout: float
+    max_connections: int
+    max_heavy_requests: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> ServerSettings:
+        return cls(
+            host=settings.host,
+            port=settings.port,
+            https=settings.https,
+            cert=settings.cert,
+            key=settings.key,
+            certificate_dir=settings.data_dir / "tls",
+            allowed_host_names=frozenset(
+                part.strip().lower() for part in settings.allowed_hosts.split(",") if part.strip()
+            ),
+            max_body_bytes=settings.max_body_bytes,
+            max_head_bytes=settings.max_head_bytes,
+            head_timeout=settings.head_timeout,
+            body_timeout=settings.body_timeout,
+            keep_alive_timeout=settings.keep_alive_timeout,
+            max_connections=settings.max_connections,
+            max_heavy_requests=settings.max_heavy_requests,
+        )
 
     @property
-    def servicebus_endpoint_map(self) -> dict[str, str]:
-        """Service Bus namespace (lower case) → endpoint."""
-        return _mapping(self.servicebus_endpoints, "--servicebus-endpoint")
+    def self_signed(self) -> bool:
+        """Whether the server makes its own certificate (HTTPS without --cert/--key)."""
+        return self.https and self.cert is None
 
-    @model_validator(mode="after")
-    def _check_mappings(self) -> Settings:
-        self.storage_endpoint_map  # noqa: B018 - validates the syntax at start
-        self.servicebus_endpoint_map  # noqa: B018
-        self.arm_site_host_map  # noqa: B018
-        self.outbound_policy  # noqa: B018
-        return self
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RoleSettings:
+    """What this process serves, and on which processes (serving.py, app.py)."""
+
+    api: bool
+    dispatcher: bool
+    dispatcher_process: ProcessMode
+    action_process: ProcessMode
+
+    @classmethod
+    def of(cls, settings: Settings) -> RoleSettings:
+        return cls(
+            api=settings.api,
+            dispatcher=settings.dispatcher,
+            dispatcher_process=settings.dispatcher_process,
+            action_process=settings.action_process,
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoreSettings:
+    """The store (store/database.py, at_rest.py): the database, the data directory, the secret key's source and
+    the time bounds of PostgreSQL connections (None: derived from ``lease_seconds`` by
+    store.database.ConnectionBounds.for_lease; 0: no bound)."""
+
+    data_dir: Path
+    database_url: str | None  # as given; ``url`` is the one used
+    in_memory: bool
+    secret_key: SecretStr | None
+    secret_key_file: Path | None
+    lease_seconds: float  # the dispatchers' lease (also in DispatchSettings): the bounds' default derives from it
+    statement_timeout: float | None
+    lock_timeout: float | None
+    idle_in_transaction_timeout: float | None
+    keepalive: float | None
+
+    @classmethod
+    def of(cls, settings: Settings) -> StoreSettings:
+        return cls(
+            data_dir=settings.data_dir,
+            database_url=settings.database_url,
+            in_memory=settings.in_memory,
+            secret_key=settings.secret_key,
+            secret_key_file=settings.secret_key_file,
+            lease_seconds=settings.lease_seconds,
+            statement_timeout=settings.db_statement_timeout,
+            lock_timeout=settings.db_lock_timeout,
+            idle_in_transaction_timeout=settings.db_idle_in_transaction_timeout,
+            keepalive=settings.db_keepalive,
+        )
 
     @property
-    def arm_site_host_map(self) -> dict[str, str]:
-        """--arm-site-host as {site name (lower case): host[:port]}."""
-        return {name.lower(): host for name, host in _mapping(self.arm_site_hosts, "--arm-site-host").items()}
-
-    @property
-    def outbound_policy(self) -> OutboundPolicy:
-        """Where jobs may make the service connect (docs/reference/security.md#outbound-policy)."""
-        return OutboundPolicy.from_flags(self.outbound_deny, self.outbound_allow)
-
-    @property
-    def auth_mode(self) -> str:
-        """``none``, ``token``, ``jwt`` or ``issued``: how inbound requests are authenticated (reported by health)."""
-        if self.auth == "issued":
-            return "issued"
-        if self.auth_token is not None:
-            return "token"
-        return "jwt" if self.auth_jwks else "none"
-
-    @property
-    def allowed_host_names(self) -> frozenset[str]:
-        """Host names (lower case) allowed in the Host header besides the loopback ones."""
-        return frozenset(part.strip().lower() for part in self.allowed_hosts.split(",") if part.strip())
-
-    @property
-    def effective_database_url(self) -> str:
+    def url(self) -> str:
         """The SQLAlchemy URL the store connects to."""
         if self.in_memory:
             return "sqlite://"
@@ -324,9 +435,166 @@ class Settings(BaseSettings):
         return f"sqlite:///{(self.data_dir / 'scheduler.db').resolve()}"
 
     @property
-    def database_kind(self) -> str:
+    def kind(self) -> str:
         """``sqlite`` or ``postgresql`` (the dialect name), as reported by the health endpoint."""
-        return self.effective_database_url.split(":", 1)[0].split("+", 1)[0]
+        return self.url.split(":", 1)[0].split("+", 1)[0]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DispatchSettings:
+    """The dispatcher (dispatcher/): when it looks for due jobs, its leases, its clock, the retry floor (which the
+    API checks jobs against too) and what housekeeping keeps."""
+
+    poll_interval: float
+    claim_ahead: float
+    lease_seconds: float
+    shutdown_grace: float
+    clock: ClockMode
+    clock_start: datetime | None
+    min_retry_interval: float
+    history_max_entries: int
+    history_max_age_days: float
+    finished_job_retention_days: float
+    housekeeping_interval: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> DispatchSettings:
+        return cls(
+            poll_interval=settings.poll_interval,
+            claim_ahead=settings.claim_ahead,
+            lease_seconds=settings.lease_seconds,
+            shutdown_grace=settings.shutdown_grace,
+            clock=settings.clock,
+            clock_start=settings.clock_start,
+            min_retry_interval=settings.min_retry_interval,
+            history_max_entries=settings.history_max_entries,
+            history_max_age_days=settings.history_max_age_days,
+            finished_job_retention_days=settings.finished_job_retention_days,
+            housekeeping_interval=settings.housekeeping_interval,
+        )
+
+    @property
+    def virtual_clock(self) -> bool:
+        """Whether scheduling time moves only when told (``--clock virtual``)."""
+        return self.clock == "virtual"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutboundSettings:
+    """The actions' connections (dispatcher/actions/): their time limit, where they may connect
+    (docs/reference/security.md#outbound-policy) and the endpoints of the Azure services they call."""
+
+    action_timeout: float
+    policy: OutboundPolicy
+    oauth_authority: str
+    storage_endpoints: dict[str, str]  # storage account (lower case) → queue service endpoint
+    servicebus_endpoints: dict[str, str]  # Service Bus namespace (lower case) → endpoint
+
+    @classmethod
+    def of(cls, settings: Settings) -> OutboundSettings:
+        return cls(
+            action_timeout=settings.action_timeout,
+            policy=OutboundPolicy.from_flags(settings.outbound_deny, settings.outbound_allow),
+            oauth_authority=settings.oauth_authority,
+            storage_endpoints=_mapping(settings.storage_endpoints, "--storage-endpoint"),
+            servicebus_endpoints=_mapping(settings.servicebus_endpoints, "--servicebus-endpoint"),
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SecuritySettings:
+    """Inbound authentication (api/access.py, docs/reference/security.md#inbound-authentication)."""
+
+    auth: AuthChoice | None
+    token: SecretStr | None
+    jwks: str | None
+    audience: str | None
+    issuer: str | None
+
+    @classmethod
+    def of(cls, settings: Settings) -> SecuritySettings:
+        return cls(
+            auth=settings.auth,
+            token=settings.auth_token,
+            jwks=settings.auth_jwks,
+            audience=settings.auth_audience,
+            issuer=settings.auth_issuer,
+        )
+
+    @property
+    def mode(self) -> str:
+        """``none``, ``token``, ``jwt`` or ``issued``: how inbound requests are authenticated (reported by health)."""
+        if self.auth == "issued":
+            return "issued"
+        if self.token is not None:
+            return "token"
+        return "jwt" if self.jwks else "none"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IdentitySettings:
+    """The local token service (api/identity/, docs/reference/token-service.md)."""
+
+    principals: SecretStr | None
+    principals_file: Path | None
+    signing_key_file: Path | None  # as given; None: DATA_DIR/token-signing-key.pem (api/identity/signing.py)
+    data_dir: Path
+    required: bool  # --auth issued: every request needs one of its tokens, so its key is read at start
+
+    @classmethod
+    def of(cls, settings: Settings) -> IdentitySettings:
+        return cls(
+            principals=settings.principals,
+            principals_file=settings.principals_file,
+            signing_key_file=settings.token_signing_key_file,
+            data_dir=settings.data_dir,
+            required=settings.auth == "issued",
+        )
+
+    @property
+    def has_principals(self) -> bool:
+        """Whether any principal may sign in (then the signing key is made on first use)."""
+        return bool(self.principals or self.principals_file)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoggingSettings:
+    """The log lines (logs.py)."""
+
+    level: LogLevel
+    format: LogFormat
+
+    @classmethod
+    def of(cls, settings: Settings) -> LoggingSettings:
+        return cls(level=settings.log_level, format=settings.log_format)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ArmSettings:
+    """Choices of the ARM surfaces (api/): how durations are written, whether resource groups must exist, and
+    the template front door's treatment of other providers (docs/reference/front-door.md)."""
+
+    duration_format: DurationFormat
+    strict_resource_groups: bool
+    site_hosts: dict[str, str]  # inert web app name (lower case) → host[:port] that reference() answers
+    foreign_resources: ForeignResources
+
+    @classmethod
+    def of(cls, settings: Settings) -> ArmSettings:
+        return cls(
+            duration_format=settings.duration_format,
+            strict_resource_groups=settings.strict_resource_groups,
+            site_hosts=_mapping(settings.arm_site_hosts, "--arm-site-host"),
+            foreign_resources=settings.arm_foreign_resources,
+        )
+
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on: its affinity mask where the system has one (a container's or
+    ``taskset``'s limit), else the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _mapping(text: str, flag: str) -> dict[str, str]:

@@ -97,7 +97,7 @@ def dialect_of(user_agent: str | None, duration_format: str) -> Dialect:
 
 def client_dialect(request: Request) -> Dialect:
     """The dialect of the client that sent ``request``."""
-    return dialect_of(request.headers.get("user-agent"), request.app.state.settings.duration_format)
+    return dialect_of(request.headers.get("user-agent"), request.app.state.settings.arm.duration_format)
 
 
 def read_sent_durations(properties: dict[str, Any], dialect: Dialect) -> None:
