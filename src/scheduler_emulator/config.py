@@ -1,4 +1,9 @@
-"""Settings (environment prefix ``SCHEDULER_``) and the command line that maps 1:1 onto them."""
+"""Settings (environment prefix ``SCHEDULER_``), the command line that maps 1:1 onto them, and their groups.
+
+``Settings`` stays flat: one field per flag and environment variable. What a collaborator is given is one of its
+groups (``settings.server``, ``.roles``, ``.store``, ``.dispatch``, ``.outbound``, ``.security``, ``.identity``,
+``.logging``, ``.arm``): a frozen record built once from the fields, with the flags' syntax already parsed (the
+mappings, the CIDR lists). Only app.py and serving.py take a whole Settings apart (tests/test_settings_groups.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +35,8 @@ class ConfigError(ValueError):
 
 
 class Settings(BaseSettings):
-    """Everything an operator can set. Each field is also a CLI flag (``--data-dir`` for ``data_dir``)."""
+    """Everything an operator can set. Each field is also a CLI flag (``--data-dir`` for ``data_dir``) and lands in
+    a group (below)."""
 
     model_config = SettingsConfigDict(env_prefix="SCHEDULER_", extra="ignore")
 
