@@ -10,7 +10,8 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet
 
-from scheduler_emulator.config import ConfigError, IdentitySettings, ServerSettings, StoreSettings
+from scheduler_emulator.config import ConfigError
+from scheduler_emulator.config_groups import IdentitySettings, ServerSettings, StoreSettings
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600

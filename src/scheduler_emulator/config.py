@@ -10,24 +10,35 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
-from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Literal, NoReturn, get_args
+from typing import NoReturn, get_args
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from scheduler_emulator.config_groups import (
+    ArmSettings,
+    AuthChoice,
+    ClockMode,
+    DispatchSettings,
+    DurationFormat,
+    ForeignResources,
+    IdentitySettings,
+    LogFormat,
+    LoggingSettings,
+    LogLevel,
+    OutboundSettings,
+    ProcessMode,
+    RoleSettings,
+    SecuritySettings,
+    ServerSettings,
+    StoreSettings,
+    host_names,
+    parse_mapping,
+)
 from scheduler_emulator.domain.outbound import DEFAULT_DENY, OutboundPolicy
-
-LogLevel = Literal["critical", "error", "warning", "info", "debug"]
-LogFormat = Literal["auto", "json", "text"]
-DurationFormat = Literal["auto", "echo", "iso", "timespan"]
-ClockMode = Literal["real", "virtual"]
-AuthChoice = Literal["issued"]
-ForeignResources = Literal["refuse", "inert"]
-ProcessMode = Literal["auto", "on", "off"]
 
 
 class ConfigError(ValueError):
@@ -291,307 +302,112 @@ class Settings(BaseSettings):
     @cached_property
     def server(self) -> ServerSettings:
         """The HTTP server: where it listens, TLS, and the connection and request limits."""
-        return ServerSettings.of(self)
+        return ServerSettings(
+            host=self.host,
+            port=self.port,
+            https=self.https,
+            cert=self.cert,
+            key=self.key,
+            certificate_dir=self.data_dir / "tls",
+            allowed_host_names=host_names(self.allowed_hosts),
+            max_body_bytes=self.max_body_bytes,
+            max_head_bytes=self.max_head_bytes,
+            head_timeout=self.head_timeout,
+            body_timeout=self.body_timeout,
+            keep_alive_timeout=self.keep_alive_timeout,
+            max_connections=self.max_connections,
+            max_heavy_requests=self.max_heavy_requests,
+        )
 
     @cached_property
     def roles(self) -> RoleSettings:
         """What this process serves (the API, the dispatcher) and where the dispatcher and actions run."""
-        return RoleSettings.of(self)
+        return RoleSettings(
+            api=self.api,
+            dispatcher=self.dispatcher,
+            dispatcher_process=self.dispatcher_process,
+            action_process=self.action_process,
+        )
 
     @cached_property
     def store(self) -> StoreSettings:
         """The database, the data directory and the key that seals stored secrets."""
-        return StoreSettings.of(self)
+        return StoreSettings(
+            data_dir=self.data_dir,
+            database_url=self.database_url,
+            in_memory=self.in_memory,
+            secret_key=self.secret_key,
+            secret_key_file=self.secret_key_file,
+            lease_seconds=self.lease_seconds,
+            statement_timeout=self.db_statement_timeout,
+            lock_timeout=self.db_lock_timeout,
+            idle_in_transaction_timeout=self.db_idle_in_transaction_timeout,
+            keepalive=self.db_keepalive,
+        )
 
     @cached_property
     def dispatch(self) -> DispatchSettings:
         """The dispatcher's pacing, leases, clock, retry floor and retention."""
-        return DispatchSettings.of(self)
+        return DispatchSettings(
+            poll_interval=self.poll_interval,
+            claim_ahead=self.claim_ahead,
+            lease_seconds=self.lease_seconds,
+            shutdown_grace=self.shutdown_grace,
+            clock=self.clock,
+            clock_start=self.clock_start,
+            min_retry_interval=self.min_retry_interval,
+            history_max_entries=self.history_max_entries,
+            history_max_age_days=self.history_max_age_days,
+            finished_job_retention_days=self.finished_job_retention_days,
+            housekeeping_interval=self.housekeeping_interval,
+        )
 
     @cached_property
     def outbound(self) -> OutboundSettings:
         """Where and how the actions connect."""
-        return OutboundSettings.of(self)
+        return OutboundSettings(
+            action_timeout=self.action_timeout,
+            policy=OutboundPolicy.from_flags(self.outbound_deny, self.outbound_allow),
+            oauth_authority=self.oauth_authority,
+            storage_endpoints=parse_mapping(self.storage_endpoints, "--storage-endpoint"),
+            servicebus_endpoints=parse_mapping(self.servicebus_endpoints, "--servicebus-endpoint"),
+        )
 
     @cached_property
     def security(self) -> SecuritySettings:
         """How inbound requests are authenticated."""
-        return SecuritySettings.of(self)
+        return SecuritySettings(
+            auth=self.auth,
+            token=self.auth_token,
+            jwks=self.auth_jwks,
+            audience=self.auth_audience,
+            issuer=self.auth_issuer,
+        )
 
     @cached_property
     def identity(self) -> IdentitySettings:
         """The local token service: its principals and its signing key."""
-        return IdentitySettings.of(self)
+        return IdentitySettings(
+            principals=self.principals,
+            principals_file=self.principals_file,
+            signing_key_file=self.token_signing_key_file,
+            data_dir=self.data_dir,
+            required=self.auth == "issued",
+        )
 
     @cached_property
     def logging(self) -> LoggingSettings:
         """The log lines: their level and format."""
-        return LoggingSettings.of(self)
+        return LoggingSettings(level=self.log_level, format=self.log_format)
 
     @cached_property
     def arm(self) -> ArmSettings:
         """The ARM surfaces' choices: duration spellings, resource groups and the template front door."""
-        return ArmSettings.of(self)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ServerSettings:
-    """The HTTP server (serving.py, connections.py, api/access.py's Host guard, api/pipeline.py's body cap)."""
-
-    host: str
-    port: int
-    https: bool
-    cert: Path | None
-    key: Path | None
-    certificate_dir: Path  # where a self-signed certificate is made (no --cert): DATA_DIR/tls
-    allowed_host_names: frozenset[str]  # lower case, besides the loopback ones (docs/reference/security.md)
-    max_body_bytes: int
-    max_head_bytes: int
-    head_timeout: float
-    body_timeout: float
-    keep_alive_timeout: float
-    max_connections: int
-    max_heavy_requests: int
-
-    @classmethod
-    def of(cls, settings: Settings) -> ServerSettings:
-        return cls(
-            host=settings.host,
-            port=settings.port,
-            https=settings.https,
-            cert=settings.cert,
-            key=settings.key,
-            certificate_dir=settings.data_dir / "tls",
-            allowed_host_names=frozenset(
-                part.strip().lower() for part in settings.allowed_hosts.split(",") if part.strip()
-            ),
-            max_body_bytes=settings.max_body_bytes,
-            max_head_bytes=settings.max_head_bytes,
-            head_timeout=settings.head_timeout,
-            body_timeout=settings.body_timeout,
-            keep_alive_timeout=settings.keep_alive_timeout,
-            max_connections=settings.max_connections,
-            max_heavy_requests=settings.max_heavy_requests,
-        )
-
-    @property
-    def self_signed(self) -> bool:
-        """Whether the server makes its own certificate (HTTPS without --cert/--key)."""
-        return self.https and self.cert is None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RoleSettings:
-    """What this process serves, and on which processes (serving.py, app.py)."""
-
-    api: bool
-    dispatcher: bool
-    dispatcher_process: ProcessMode
-    action_process: ProcessMode
-
-    @classmethod
-    def of(cls, settings: Settings) -> RoleSettings:
-        return cls(
-            api=settings.api,
-            dispatcher=settings.dispatcher,
-            dispatcher_process=settings.dispatcher_process,
-            action_process=settings.action_process,
-        )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StoreSettings:
-    """The store (store/database.py, at_rest.py): the database, the data directory, the secret key's source and
-    the time bounds of PostgreSQL connections (None: derived from ``lease_seconds`` by
-    store.database.ConnectionBounds.for_lease; 0: no bound)."""
-
-    data_dir: Path
-    database_url: str | None  # as given; ``url`` is the one used
-    in_memory: bool
-    secret_key: SecretStr | None
-    secret_key_file: Path | None
-    lease_seconds: float  # the dispatchers' lease (also in DispatchSettings): the bounds' default derives from it
-    statement_timeout: float | None
-    lock_timeout: float | None
-    idle_in_transaction_timeout: float | None
-    keepalive: float | None
-
-    @classmethod
-    def of(cls, settings: Settings) -> StoreSettings:
-        return cls(
-            data_dir=settings.data_dir,
-            database_url=settings.database_url,
-            in_memory=settings.in_memory,
-            secret_key=settings.secret_key,
-            secret_key_file=settings.secret_key_file,
-            lease_seconds=settings.lease_seconds,
-            statement_timeout=settings.db_statement_timeout,
-            lock_timeout=settings.db_lock_timeout,
-            idle_in_transaction_timeout=settings.db_idle_in_transaction_timeout,
-            keepalive=settings.db_keepalive,
-        )
-
-    @property
-    def url(self) -> str:
-        """The SQLAlchemy URL the store connects to."""
-        if self.in_memory:
-            return "sqlite://"
-        if self.database_url:
-            return self.database_url
-        return f"sqlite:///{(self.data_dir / 'scheduler.db').resolve()}"
-
-    @property
-    def kind(self) -> str:
-        """``sqlite`` or ``postgresql`` (the dialect name), as reported by the health endpoint."""
-        return self.url.split(":", 1)[0].split("+", 1)[0]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DispatchSettings:
-    """The dispatcher (dispatcher/): when it looks for due jobs, its leases, its clock, the retry floor (which the
-    API checks jobs against too) and what housekeeping keeps."""
-
-    poll_interval: float
-    claim_ahead: float
-    lease_seconds: float
-    shutdown_grace: float
-    clock: ClockMode
-    clock_start: datetime | None
-    min_retry_interval: float
-    history_max_entries: int
-    history_max_age_days: float
-    finished_job_retention_days: float
-    housekeeping_interval: float
-
-    @classmethod
-    def of(cls, settings: Settings) -> DispatchSettings:
-        return cls(
-            poll_interval=settings.poll_interval,
-            claim_ahead=settings.claim_ahead,
-            lease_seconds=settings.lease_seconds,
-            shutdown_grace=settings.shutdown_grace,
-            clock=settings.clock,
-            clock_start=settings.clock_start,
-            min_retry_interval=settings.min_retry_interval,
-            history_max_entries=settings.history_max_entries,
-            history_max_age_days=settings.history_max_age_days,
-            finished_job_retention_days=settings.finished_job_retention_days,
-            housekeeping_interval=settings.housekeeping_interval,
-        )
-
-    @property
-    def virtual_clock(self) -> bool:
-        """Whether scheduling time moves only when told (``--clock virtual``)."""
-        return self.clock == "virtual"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class OutboundSettings:
-    """The actions' connections (dispatcher/actions/): their time limit, where they may connect
-    (docs/reference/security.md#outbound-policy) and the endpoints of the Azure services they call."""
-
-    action_timeout: float
-    policy: OutboundPolicy
-    oauth_authority: str
-    storage_endpoints: dict[str, str]  # storage account (lower case) → queue service endpoint
-    servicebus_endpoints: dict[str, str]  # Service Bus namespace (lower case) → endpoint
-
-    @classmethod
-    def of(cls, settings: Settings) -> OutboundSettings:
-        return cls(
-            action_timeout=settings.action_timeout,
-            policy=OutboundPolicy.from_flags(settings.outbound_deny, settings.outbound_allow),
-            oauth_authority=settings.oauth_authority,
-            storage_endpoints=_mapping(settings.storage_endpoints, "--storage-endpoint"),
-            servicebus_endpoints=_mapping(settings.servicebus_endpoints, "--servicebus-endpoint"),
-        )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SecuritySettings:
-    """Inbound authentication (api/access.py, docs/reference/security.md#inbound-authentication)."""
-
-    auth: AuthChoice | None
-    token: SecretStr | None
-    jwks: str | None
-    audience: str | None
-    issuer: str | None
-
-    @classmethod
-    def of(cls, settings: Settings) -> SecuritySettings:
-        return cls(
-            auth=settings.auth,
-            token=settings.auth_token,
-            jwks=settings.auth_jwks,
-            audience=settings.auth_audience,
-            issuer=settings.auth_issuer,
-        )
-
-    @property
-    def mode(self) -> str:
-        """``none``, ``token``, ``jwt`` or ``issued``: how inbound requests are authenticated (reported by health)."""
-        if self.auth == "issued":
-            return "issued"
-        if self.token is not None:
-            return "token"
-        return "jwt" if self.jwks else "none"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class IdentitySettings:
-    """The local token service (api/identity/, docs/reference/token-service.md)."""
-
-    principals: SecretStr | None
-    principals_file: Path | None
-    signing_key_file: Path | None  # as given; None: DATA_DIR/token-signing-key.pem (api/identity/signing.py)
-    data_dir: Path
-    required: bool  # --auth issued: every request needs one of its tokens, so its key is read at start
-
-    @classmethod
-    def of(cls, settings: Settings) -> IdentitySettings:
-        return cls(
-            principals=settings.principals,
-            principals_file=settings.principals_file,
-            signing_key_file=settings.token_signing_key_file,
-            data_dir=settings.data_dir,
-            required=settings.auth == "issued",
-        )
-
-    @property
-    def has_principals(self) -> bool:
-        """Whether any principal may sign in (then the signing key is made on first use)."""
-        return bool(self.principals or self.principals_file)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LoggingSettings:
-    """The log lines (logs.py)."""
-
-    level: LogLevel
-    format: LogFormat
-
-    @classmethod
-    def of(cls, settings: Settings) -> LoggingSettings:
-        return cls(level=settings.log_level, format=settings.log_format)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ArmSettings:
-    """Choices of the ARM surfaces (api/): how durations are written, whether resource groups must exist, and
-    the template front door's treatment of other providers (docs/reference/front-door.md)."""
-
-    duration_format: DurationFormat
-    strict_resource_groups: bool
-    site_hosts: dict[str, str]  # inert web app name (lower case) → host[:port] that reference() answers
-    foreign_resources: ForeignResources
-
-    @classmethod
-    def of(cls, settings: Settings) -> ArmSettings:
-        return cls(
-            duration_format=settings.duration_format,
-            strict_resource_groups=settings.strict_resource_groups,
-            site_hosts=_mapping(settings.arm_site_hosts, "--arm-site-host"),
-            foreign_resources=settings.arm_foreign_resources,
+        return ArmSettings(
+            duration_format=self.duration_format,
+            strict_resource_groups=self.strict_resource_groups,
+            site_hosts=parse_mapping(self.arm_site_hosts, "--arm-site-host"),
+            foreign_resources=self.arm_foreign_resources,
         )
 
 
@@ -601,16 +417,6 @@ def usable_cpus() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
-
-
-def _mapping(text: str, flag: str) -> dict[str, str]:
-    result = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, target = item.partition("=")
-        if not sep or not name.strip() or not target.strip():
-            raise ValueError(f"{flag} takes NAME=ENDPOINT, not '{item}'")
-        result[name.strip().lower()] = target.strip()
-    return result
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -51,7 +51,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from scheduler_emulator.config import ServerSettings
+from scheduler_emulator.config_groups import ServerSettings
 
 log = logging.getLogger("scheduler_emulator.connections")
 

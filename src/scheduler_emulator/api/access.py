@@ -17,7 +17,8 @@ import jwt
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.identity import paths as identity_paths
 from scheduler_emulator.api.identity.tokens import InvalidToken, TokenService
-from scheduler_emulator.config import ConfigError, SecuritySettings, ServerSettings
+from scheduler_emulator.config import ConfigError
+from scheduler_emulator.config_groups import SecuritySettings, ServerSettings
 
 log = logging.getLogger("scheduler_emulator.api")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from scheduler_emulator.api.identity.principals import load_principals
 from scheduler_emulator.api.identity.signing import KEY_FILE_NAME, SigningKey
 from scheduler_emulator.api.identity.tokens import TokenService
-from scheduler_emulator.config import IdentitySettings
+from scheduler_emulator.config_groups import IdentitySettings
 
 
 def token_service(identity: IdentitySettings) -> TokenService:

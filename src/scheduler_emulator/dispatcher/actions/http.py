@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from yarl import URL
 
-from scheduler_emulator.config import OutboundSettings
+from scheduler_emulator.config_groups import OutboundSettings
 from scheduler_emulator.dispatcher.actions import MAX_MESSAGE_BODY_BYTES, FireContext, Outcome, body_excerpt
 from scheduler_emulator.dispatcher.actions.outbound import BlockedTarget, literal_refusal
 from scheduler_emulator.dispatcher.actions.session import SharedSession, exact_timeout
