@@ -19,7 +19,7 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    database = Database(load_settings().effective_database_url)
+    database = Database(load_settings().store.url)
     with database.engine.begin() as own_connection:
         hold_migration_lock(own_connection)  # as the service does at start (Database.migrate)
         context.configure(connection=own_connection, target_metadata=target_metadata, render_as_batch=True)

@@ -91,14 +91,14 @@ def create_app(
     process). ``dispatcher_process``: the process serving.serve forked to run the dispatcher
     (dispatcher.own_process; none: it runs in this process)."""
 
-    box = SecretBox(secret_key(settings))
+    box = SecretBox(secret_key(settings.store))
     virtual = VirtualClock(settings.clock_start) if settings.clock == "virtual" else None
     clock = virtual or clock or WallClock()
     pacing = stepping.PACING if virtual is not None else Pacing.of(settings)  # the virtual clock's is stepped
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        database = Database(settings.effective_database_url, box, connection_bounds(settings))
+        database = Database(settings.store.url, box, connection_bounds(settings))
         database.migrate()
         database.prepare_secrets()
         app.state.database = database
@@ -157,7 +157,7 @@ def create_app(
     app.state.stepper = None  # a stepping.ClockStepper under --clock virtual with a dispatcher (POST /_emulator/clock)
     app.state.metrics = Metrics()
     app.state.heavy_work = HeavyWork(settings.max_heavy_requests)
-    app.state.identity = identity = token_service(settings)
+    app.state.identity = identity = token_service(settings.identity)
     deployment_runs: set[asyncio.Task[None]] = set()  # template deployments running here (api.resources.deployments)
     app.state.deployment_runs = deployment_runs
     if settings.api:
@@ -179,8 +179,8 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(
         ArmPipeline,
-        hosts=HostGuard(settings),
-        auth=Authenticator(settings, identity),
+        hosts=HostGuard(settings.server),
+        auth=Authenticator(settings.security, identity),
         max_body_bytes=settings.max_body_bytes,
         clock=clock,
     )

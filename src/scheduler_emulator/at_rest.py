@@ -10,7 +10,8 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet
 
-from scheduler_emulator.config import ConfigError, Settings
+from scheduler_emulator.config import ConfigError
+from scheduler_emulator.config_groups import IdentitySettings, ServerSettings, StoreSettings
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
@@ -35,24 +36,23 @@ OWN_FILES = (
 OWN_TLS_FILES = ("cert.pem", "key.pem")
 
 
-def uses_data_dir(settings: Settings) -> bool:
-    """Whether the service keeps files in ``--data-dir`` under ``settings``: the SQLite file, the secret key's
+def uses_data_dir(store: StoreSettings, server: ServerSettings, identity: IdentitySettings) -> bool:
+    """Whether the service keeps files in ``--data-dir`` (``store.data_dir``): the SQLite file, the secret key's
     file, the generated HTTPS certificate or the token service's signing key."""
-    on_disk = not settings.in_memory
-    sqlite_file = on_disk and not settings.database_url
-    key_file = on_disk and settings.secret_key is None and settings.secret_key_file is None
-    certificate = settings.https and settings.cert is None
-    signing_key = settings.token_signing_key_file is None and bool(settings.principals or settings.principals_file)
-    return sqlite_file or key_file or certificate or signing_key
+    on_disk = not store.in_memory
+    sqlite_file = on_disk and not store.database_url
+    key_file = on_disk and store.secret_key is None and store.secret_key_file is None
+    signing_key = identity.signing_key_file is None and identity.has_principals
+    return sqlite_file or key_file or server.self_signed or signing_key
 
 
-def prepare_data_dir(settings: Settings) -> None:
+def prepare_data_dir(store: StoreSettings, server: ServerSettings, identity: IdentitySettings) -> None:
     """Create ``--data-dir`` (0700) when the service keeps files there, and check that it is a directory this
     process can write: ConfigError, in one line naming the cause and the fix, if not. Run before anything else
     writes there (make_files_private first)."""
-    if not uses_data_dir(settings):
+    if not uses_data_dir(store, server, identity):
         return
-    directory = settings.data_dir
+    directory = store.data_dir
     try:
         directory.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     except FileExistsError:  # a file (or a link to one) is in the way
@@ -91,13 +91,13 @@ def secure_data_dir(directory: Path) -> None:
             path.chmod(mode & (PRIVATE_DIR if path.is_dir() else PRIVATE_FILE))
 
 
-def secret_key(settings: Settings) -> bytes:
+def secret_key(store: StoreSettings) -> bytes:
     """The key that seals stored secrets: ``SCHEDULER_SECRET_KEY``, else the key file (created on first
     start with a new random key), else — for an in-memory store — a key that lives as long as the process."""
-    if settings.secret_key is not None:
-        return _checked(settings.secret_key.get_secret_value().strip().encode(), "SCHEDULER_SECRET_KEY")
-    path = settings.secret_key_file or settings.data_dir / "secret.key"
-    if settings.in_memory and settings.secret_key_file is None:
+    if store.secret_key is not None:
+        return _checked(store.secret_key.get_secret_value().strip().encode(), "SCHEDULER_SECRET_KEY")
+    path = store.secret_key_file or store.data_dir / "secret.key"
+    if store.in_memory and store.secret_key_file is None:
         return Fernet.generate_key()
     if not path.exists():
         path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
@@ -115,12 +115,12 @@ def secret_key(settings: Settings) -> bytes:
     return _checked(key, str(path))
 
 
-def check_given_secret_key(settings: Settings) -> None:
+def check_given_secret_key(store: StoreSettings) -> None:
     """Check the key the operator gave (SCHEDULER_SECRET_KEY, or an existing --secret-key-file) as
     ``secret_key`` would (ConfigError), without creating anything: the CLI runs it before importing the service."""
-    given_file = settings.secret_key_file is not None and settings.secret_key_file.is_file()
-    if settings.secret_key is not None or given_file:
-        secret_key(settings)
+    given_file = store.secret_key_file is not None and store.secret_key_file.is_file()
+    if store.secret_key is not None or given_file:
+        secret_key(store)
 
 
 def _checked(key: bytes, source: str) -> bytes:

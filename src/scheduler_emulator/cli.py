@@ -46,9 +46,10 @@ def main(argv: list[str] | None = None) -> None:
 
         try:
             settings = settings_from_args(argv)
-            if settings.cert and settings.key:
-                check_operator_certificate(settings.cert, settings.key)
-            check_given_secret_key(settings)
+            server = settings.server
+            if server.cert and server.key:
+                check_operator_certificate(server.cert, server.key)
+            check_given_secret_key(settings.store)
         except ConfigError as exc:
             refuse(exc)
         from scheduler_emulator.serving import serve

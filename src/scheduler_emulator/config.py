@@ -1,25 +1,44 @@
-"""Settings (environment prefix ``SCHEDULER_``) and the command line that maps 1:1 onto them."""
+"""Settings (environment prefix ``SCHEDULER_``), the command line that maps 1:1 onto them, and their groups.
+
+``Settings`` stays flat: one field per flag and environment variable. What a collaborator is given is one of its
+groups (``settings.server``, ``.roles``, ``.store``, ``.dispatch``, ``.outbound``, ``.security``, ``.identity``,
+``.logging``, ``.arm``): a frozen record built once from the fields, with the flags' syntax already parsed (the
+mappings, the CIDR lists). Only app.py and serving.py take a whole Settings apart (tests/test_settings_groups.py)."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import os
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
-from typing import Literal, NoReturn, get_args
+from typing import NoReturn, get_args
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from scheduler_emulator.config_groups import (
+    ArmSettings,
+    AuthChoice,
+    ClockMode,
+    DispatchSettings,
+    DurationFormat,
+    ForeignResources,
+    IdentitySettings,
+    LogFormat,
+    LoggingSettings,
+    LogLevel,
+    OutboundSettings,
+    ProcessMode,
+    RoleSettings,
+    SecuritySettings,
+    ServerSettings,
+    StoreSettings,
+    host_names,
+    parse_mapping,
+)
 from scheduler_emulator.domain.outbound import DEFAULT_DENY, OutboundPolicy
-
-LogLevel = Literal["critical", "error", "warning", "info", "debug"]
-LogFormat = Literal["auto", "json", "text"]
-DurationFormat = Literal["auto", "echo", "iso", "timespan"]
-ClockMode = Literal["real", "virtual"]
-AuthChoice = Literal["issued"]
-ForeignResources = Literal["refuse", "inert"]
-ProcessMode = Literal["auto", "on", "off"]
 
 
 class ConfigError(ValueError):
@@ -27,7 +46,8 @@ class ConfigError(ValueError):
 
 
 class Settings(BaseSettings):
-    """Everything an operator can set. Each field is also a CLI flag (``--data-dir`` for ``data_dir``)."""
+    """Everything an operator can set. Each field is also a CLI flag (``--data-dir`` for ``data_dir``) and lands in
+    a group (below)."""
 
     model_config = SettingsConfigDict(env_prefix="SCHEDULER_", extra="ignore")
 
@@ -270,73 +290,133 @@ class Settings(BaseSettings):
                 raise ValueError("--clock-start only applies with --clock virtual")
             if self.clock_start.tzinfo is None:
                 raise ValueError("--clock-start needs a time zone, e.g. 2030-01-01T00:00:00Z")
+        # The groups that parse a flag's syntax (the endpoint and site mappings, the CIDR lists), so that a
+        # mistake stops the start. Built here, after the fields above are final; each is kept (cached_property).
+        self.outbound  # noqa: B018
+        self.arm  # noqa: B018
         return self
 
-    @property
-    def storage_endpoint_map(self) -> dict[str, str]:
-        """Storage account name (lower case) → queue service endpoint."""
-        return _mapping(self.storage_endpoints, "--storage-endpoint")
+    # The groups: what each collaborator is given (a whole Settings stops at app.py and serving.py). Each is built
+    # once, on first use, from the fields above; the fields stay flat because each is one flag and one variable.
 
-    @property
-    def servicebus_endpoint_map(self) -> dict[str, str]:
-        """Service Bus namespace (lower case) → endpoint."""
-        return _mapping(self.servicebus_endpoints, "--servicebus-endpoint")
+    @cached_property
+    def server(self) -> ServerSettings:
+        """The HTTP server: where it listens, TLS, and the connection and request limits."""
+        return ServerSettings(
+            host=self.host,
+            port=self.port,
+            https=self.https,
+            cert=self.cert,
+            key=self.key,
+            certificate_dir=self.data_dir / "tls",
+            allowed_host_names=host_names(self.allowed_hosts),
+            max_body_bytes=self.max_body_bytes,
+            max_head_bytes=self.max_head_bytes,
+            head_timeout=self.head_timeout,
+            body_timeout=self.body_timeout,
+            keep_alive_timeout=self.keep_alive_timeout,
+            max_connections=self.max_connections,
+            max_heavy_requests=self.max_heavy_requests,
+        )
 
-    @model_validator(mode="after")
-    def _check_mappings(self) -> Settings:
-        self.storage_endpoint_map  # noqa: B018 - validates the syntax at start
-        self.servicebus_endpoint_map  # noqa: B018
-        self.arm_site_host_map  # noqa: B018
-        self.outbound_policy  # noqa: B018
-        return self
+    @cached_property
+    def roles(self) -> RoleSettings:
+        """What this process serves (the API, the dispatcher) and where the dispatcher and actions run."""
+        return RoleSettings(
+            api=self.api,
+            dispatcher=self.dispatcher,
+            dispatcher_process=self.dispatcher_process,
+            action_process=self.action_process,
+        )
 
-    @property
-    def arm_site_host_map(self) -> dict[str, str]:
-        """--arm-site-host as {site name (lower case): host[:port]}."""
-        return {name.lower(): host for name, host in _mapping(self.arm_site_hosts, "--arm-site-host").items()}
+    @cached_property
+    def store(self) -> StoreSettings:
+        """The database, the data directory and the key that seals stored secrets."""
+        return StoreSettings(
+            data_dir=self.data_dir,
+            database_url=self.database_url,
+            in_memory=self.in_memory,
+            secret_key=self.secret_key,
+            secret_key_file=self.secret_key_file,
+            lease_seconds=self.lease_seconds,
+            statement_timeout=self.db_statement_timeout,
+            lock_timeout=self.db_lock_timeout,
+            idle_in_transaction_timeout=self.db_idle_in_transaction_timeout,
+            keepalive=self.db_keepalive,
+        )
 
-    @property
-    def outbound_policy(self) -> OutboundPolicy:
-        """Where jobs may make the service connect (docs/reference/security.md#outbound-policy)."""
-        return OutboundPolicy.from_flags(self.outbound_deny, self.outbound_allow)
+    @cached_property
+    def dispatch(self) -> DispatchSettings:
+        """The dispatcher's pacing, leases, clock, retry floor and retention."""
+        return DispatchSettings(
+            poll_interval=self.poll_interval,
+            claim_ahead=self.claim_ahead,
+            lease_seconds=self.lease_seconds,
+            shutdown_grace=self.shutdown_grace,
+            clock=self.clock,
+            clock_start=self.clock_start,
+            min_retry_interval=self.min_retry_interval,
+            history_max_entries=self.history_max_entries,
+            history_max_age_days=self.history_max_age_days,
+            finished_job_retention_days=self.finished_job_retention_days,
+            housekeeping_interval=self.housekeeping_interval,
+        )
 
-    @property
-    def auth_mode(self) -> str:
-        """``none``, ``token``, ``jwt`` or ``issued``: how inbound requests are authenticated (reported by health)."""
-        if self.auth == "issued":
-            return "issued"
-        if self.auth_token is not None:
-            return "token"
-        return "jwt" if self.auth_jwks else "none"
+    @cached_property
+    def outbound(self) -> OutboundSettings:
+        """Where and how the actions connect."""
+        return OutboundSettings(
+            action_timeout=self.action_timeout,
+            policy=OutboundPolicy.from_flags(self.outbound_deny, self.outbound_allow),
+            oauth_authority=self.oauth_authority,
+            storage_endpoints=parse_mapping(self.storage_endpoints, "--storage-endpoint"),
+            servicebus_endpoints=parse_mapping(self.servicebus_endpoints, "--servicebus-endpoint"),
+        )
 
-    @property
-    def allowed_host_names(self) -> frozenset[str]:
-        """Host names (lower case) allowed in the Host header besides the loopback ones."""
-        return frozenset(part.strip().lower() for part in self.allowed_hosts.split(",") if part.strip())
+    @cached_property
+    def security(self) -> SecuritySettings:
+        """How inbound requests are authenticated."""
+        return SecuritySettings(
+            auth=self.auth,
+            token=self.auth_token,
+            jwks=self.auth_jwks,
+            audience=self.auth_audience,
+            issuer=self.auth_issuer,
+        )
 
-    @property
-    def effective_database_url(self) -> str:
-        """The SQLAlchemy URL the store connects to."""
-        if self.in_memory:
-            return "sqlite://"
-        if self.database_url:
-            return self.database_url
-        return f"sqlite:///{(self.data_dir / 'scheduler.db').resolve()}"
+    @cached_property
+    def identity(self) -> IdentitySettings:
+        """The local token service: its principals and its signing key."""
+        return IdentitySettings(
+            principals=self.principals,
+            principals_file=self.principals_file,
+            signing_key_file=self.token_signing_key_file,
+            data_dir=self.data_dir,
+            required=self.auth == "issued",
+        )
 
-    @property
-    def database_kind(self) -> str:
-        """``sqlite`` or ``postgresql`` (the dialect name), as reported by the health endpoint."""
-        return self.effective_database_url.split(":", 1)[0].split("+", 1)[0]
+    @cached_property
+    def logging(self) -> LoggingSettings:
+        """The log lines: their level and format."""
+        return LoggingSettings(level=self.log_level, format=self.log_format)
+
+    @cached_property
+    def arm(self) -> ArmSettings:
+        """The ARM surfaces' choices: duration spellings, resource groups and the template front door."""
+        return ArmSettings(
+            duration_format=self.duration_format,
+            strict_resource_groups=self.strict_resource_groups,
+            site_hosts=parse_mapping(self.arm_site_hosts, "--arm-site-host"),
+            foreign_resources=self.arm_foreign_resources,
+        )
 
 
-def _mapping(text: str, flag: str) -> dict[str, str]:
-    result = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, target = item.partition("=")
-        if not sep or not name.strip() or not target.strip():
-            raise ValueError(f"{flag} takes NAME=ENDPOINT, not '{item}'")
-        result[name.strip().lower()] = target.strip()
-    return result
+def usable_cpus() -> int:
+    """How many CPUs this process may run on: its affinity mask where the system has one (a container's or
+    ``taskset``'s limit), else the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -51,7 +51,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from scheduler_emulator.config import Settings
+from scheduler_emulator.config_groups import ServerSettings
 
 log = logging.getLogger("scheduler_emulator.connections")
 
@@ -277,15 +277,15 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def guarded_protocol(settings: Settings) -> type[GuardedHttpProtocol]:
+def guarded_protocol(server: ServerSettings) -> type[GuardedHttpProtocol]:
     """The protocol class for uvicorn's ``http`` setting, with the operator's limits."""
     return type(
         "ConfiguredHttpProtocol",
         (GuardedHttpProtocol,),
         {
-            "head_timeout": settings.head_timeout,
-            "body_timeout": settings.body_timeout,
-            "max_head_bytes": settings.max_head_bytes,
-            "max_connections": settings.max_connections,
+            "head_timeout": server.head_timeout,
+            "body_timeout": server.body_timeout,
+            "max_head_bytes": server.max_head_bytes,
+            "max_connections": server.max_connections,
         },
     )

@@ -38,12 +38,12 @@ def check_store(settings: Settings) -> None:
     if settings.in_memory:
         return
     try:
-        where = make_url(settings.effective_database_url).render_as_string(hide_password=True)
+        where = make_url(settings.store.url).render_as_string(hide_password=True)
     except ArgumentError:
         where = "?"  # refused below, unshown: an unreadable URL may hold a password anywhere
     database: Database | None = None
     try:
-        database = Database(settings.effective_database_url, SecretBox(secret_key(settings)))
+        database = Database(settings.store.url, SecretBox(secret_key(settings.store)))
         database.migrate()
         database.prepare_secrets()
     except SecretKeyMismatch:
@@ -79,7 +79,7 @@ def prepare(settings: Settings) -> list[socket.socket]:
     listeners = bind_listeners(settings.host, settings.port)
     try:
         make_files_private()
-        prepare_data_dir(settings)
+        prepare_data_dir(settings.store, settings.server, settings.identity)
         secure_data_dir(settings.data_dir)
         check_store(settings)
     except BaseException:
@@ -108,9 +108,9 @@ def serve(settings: Settings) -> None:
             say(f"HTTPS certificate (self-signed; trust it in your client): {cert.resolve()}")
         ssl = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
     scheme = "https" if settings.https else "http"
-    store = "in memory" if settings.in_memory else settings.effective_database_url.split("@")[-1]
+    store = "in memory" if settings.in_memory else settings.store.url.split("@")[-1]
     say(f"azure-scheduler-emulator {__version__}: store {store}")
-    if settings.auth_mode == "none" and not is_loopback(settings.host):
+    if settings.security.mode == "none" and not is_loopback(settings.host):
         say(
             f"WARNING: listening on {settings.host} (not loopback) with no inbound authentication: anyone who can "
             "reach the port can create jobs. Set --auth-token or --auth-jwks (docs/running-exposed.md).",
@@ -127,7 +127,7 @@ def serve(settings: Settings) -> None:
         # Connection protection (docs/reference/security.md#protecting-the-process): uvicorn's idle keep-alive timeout,
         # plus our httptools protocol for head/body deadlines, the head size cap and the connection cap (see
         # connections.py).
-        http=guarded_protocol(settings),
+        http=guarded_protocol(settings.server),
         timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type]
         **ssl,  # type: ignore[arg-type]
     )

@@ -38,8 +38,8 @@ async def _attempt(answer: Answer, path: str = "/", timeout: float = TIMEOUT) ->
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    shared = SharedSession(Settings().outbound_policy, timeout)
-    action = HttpAction(Settings(), shared)
+    shared = SharedSession(Settings().outbound.policy, timeout)
+    action = HttpAction(Settings().outbound, shared)
     context = FireContext(
         execution_tag="tag",
         client_request_id="request",

@@ -50,8 +50,8 @@ async def _bursts() -> tuple[list[int], list[bool]]:
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0, backlog=BURST)
     port = server.sockets[0].getsockname()[1]
-    shared = SharedSession(Settings().outbound_policy, 30.0)
-    action = HttpAction(Settings(), shared)
+    shared = SharedSession(Settings().outbound.policy, 30.0)
+    action = HttpAction(Settings().outbound, shared)
     request = HttpRequest.model_validate({"uri": f"http://127.0.0.1:{port}/", "method": "GET"})
 
     counts: list[int] = []
@@ -98,8 +98,8 @@ async def _dropped_on_reuse(method: str) -> tuple[int, list[bool]]:
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    shared = SharedSession(Settings().outbound_policy, 30.0)
-    action = HttpAction(Settings(), shared)
+    shared = SharedSession(Settings().outbound.policy, 30.0)
+    action = HttpAction(Settings().outbound, shared)
     request = HttpRequest.model_validate({"uri": f"http://127.0.0.1:{port}/", "method": method})
     succeeded: list[bool] = []
     try:

@@ -16,11 +16,11 @@ from scheduler_emulator.dispatcher.actions.session import SharedSession
 def test_tokens_are_reused_and_the_least_recently_used_is_dropped(target: TargetServer) -> None:
     target.respond("/tenant/oauth2/token", body=json.dumps({"access_token": "t", "expires_in": 3600}))
     settings = Settings()
-    cache = TokenCache(target.base_url, settings.outbound_policy)
+    cache = TokenCache(target.base_url, settings.outbound.policy)
     cache.MAX_TOKENS = 2
 
     async def fetch_in_order(clients: list[str]) -> None:
-        shared = SharedSession(settings.outbound_policy, 10)
+        shared = SharedSession(settings.outbound.policy, 10)
         try:
             for client in clients:
                 assert (

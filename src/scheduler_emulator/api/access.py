@@ -17,7 +17,8 @@ import jwt
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.identity import paths as identity_paths
 from scheduler_emulator.api.identity.tokens import InvalidToken, TokenService
-from scheduler_emulator.config import ConfigError, Settings
+from scheduler_emulator.config import ConfigError
+from scheduler_emulator.config_groups import SecuritySettings, ServerSettings
 
 log = logging.getLogger("scheduler_emulator.api")
 
@@ -57,10 +58,10 @@ class HostGuard:
     are served: a browser page on another origin that rebinds its DNS name to 127.0.0.1 still sends its
     own name in ``Host``."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.active = is_loopback(settings.host)
+    def __init__(self, server: ServerSettings) -> None:
+        self.active = is_loopback(server.host)
         # The address it listens on (e.g. 127.0.0.2) is its own name too.
-        self.allowed = LOOPBACK_NAMES | settings.allowed_host_names | {settings.host.strip("[]").lower()}
+        self.allowed = LOOPBACK_NAMES | server.allowed_host_names | {server.host.strip("[]").lower()}
 
     def check(self, host_header: str | None) -> errors.ArmError | None:
         if not self.active or host_header is None:
@@ -71,16 +72,16 @@ class HostGuard:
 
 
 class Authenticator:
-    """Checks the ``Authorization`` header of a request according to the settings' auth mode."""
+    """Checks the ``Authorization`` header of a request according to the security settings' auth mode."""
 
-    def __init__(self, settings: Settings, issued: TokenService | None = None) -> None:
+    def __init__(self, security: SecuritySettings, issued: TokenService | None = None) -> None:
         """``issued``: the token service whose tokens ``--auth issued`` accepts (needed in that mode)."""
-        self.mode = settings.auth_mode
+        self.mode = security.mode
         self._issued = issued
-        self._token = settings.auth_token.get_secret_value().encode() if settings.auth_token else b""
-        self._audience = settings.auth_audience
-        self._issuer = settings.auth_issuer
-        self._keys: JwksKeys | None = JwksKeys(settings.auth_jwks) if settings.auth_jwks else None
+        self._token = security.token.get_secret_value().encode() if security.token else b""
+        self._audience = security.audience
+        self._issuer = security.issuer
+        self._keys: JwksKeys | None = JwksKeys(security.jwks) if security.jwks else None
 
     async def check(self, path: str, authorization: str | None) -> errors.ArmError | None:
         """None when the request may proceed, else the 401 to answer with (the caller lets health through)."""

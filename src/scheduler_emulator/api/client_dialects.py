@@ -98,7 +98,7 @@ def dialect_of(user_agent: str | None, duration_format: str) -> Dialect:
 
 def client_dialect(request: Request) -> Dialect:
     """The dialect of the client that sent ``request``."""
-    return dialect_of(request.headers.get("user-agent"), request.app.state.settings.duration_format)
+    return dialect_of(request.headers.get("user-agent"), request.app.state.settings.arm.duration_format)
 
 
 def durations_as_meant(properties: dict[str, Any], dialect: Dialect) -> dict[str, Any]:

@@ -31,7 +31,7 @@ _DATETIME: TypeAdapter[datetime] = TypeAdapter(DateTime)
 async def get_clock(request: Request) -> Response:
     clock: Clock = request.app.state.clock
     moment = await clock.refresh()
-    return JSONResponse({"mode": request.app.state.settings.clock, "now": isoformat_z(moment)})
+    return JSONResponse({"mode": request.app.state.settings.dispatch.clock, "now": isoformat_z(moment)})
 
 
 @router.post("/clock")
@@ -39,7 +39,7 @@ async def move_clock(request: Request) -> Response:
     """``{"advance": "PT1H"}`` or ``{"to": "...Z"}``: run everything due up to then, in time order, at its
     own virtual instant; answers once all of it has finished."""
     body = await json_object(request)
-    if request.app.state.settings.clock != "virtual":
+    if not request.app.state.settings.dispatch.virtual_clock:
         raise errors.conflict("The clock is real; start the emulator with --clock virtual to move time.")
     stepper: ClockStepper | None = request.app.state.stepper
     if stepper is None:

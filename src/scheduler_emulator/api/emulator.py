@@ -42,9 +42,9 @@ async def health(request: Request) -> Response:
     body: dict[str, Any] = {
         "status": "ok",
         "version": __version__,
-        "database": settings.database_kind,
+        "database": settings.store.kind,
         "dispatcher": "running" if dispatcher is not None else "off",
-        "auth": settings.auth_mode,
+        "auth": settings.security.mode,
     }
 
     def ping(session: Session) -> None:

@@ -36,7 +36,7 @@ async def create_or_replace_collection(
     moment, floor = now(request), retry_floor(request)
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
-    strict = request.app.state.settings.strict_resource_groups
+    strict = request.app.state.settings.arm.strict_resource_groups
 
     def work(session: Session) -> dict[str, Any]:
         if strict and not resource_groups.exists(session, subscription_id, resource_group):

@@ -52,7 +52,7 @@ async def overview(request: Request) -> Response:
     """Totals by job state, main-action tries per slot over the last hour and day (succeeded, failed), the
     next runs of every collection, and the jobs failing now with their last message."""
     moment = now(request)
-    virtual = request.app.state.settings.clock == "virtual"
+    virtual = request.app.state.settings.dispatch.virtual_clock
     tally = _attempt_counts(request)
 
     def work(session: Session) -> dict[str, Any]:

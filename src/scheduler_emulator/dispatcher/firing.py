@@ -83,17 +83,17 @@ class Actions:
     where the job's secrets are scrubbed from it, whichever runner wrote it."""
 
     def __init__(self, settings: Settings) -> None:
-        self.session = SharedSession(settings.outbound_policy, settings.action_timeout)
-        self.http = HttpAction(settings, self.session)
+        self.session = SharedSession(settings.outbound.policy, settings.action_timeout)
+        self.http = HttpAction(settings.outbound, self.session)
         self.storage_queue = OnFirstUse(
             "scheduler_emulator.dispatcher.actions.storage_queue",
             lambda module: module.StorageQueueAction(
-                settings.storage_endpoint_map, settings.action_timeout, self.session
+                settings.outbound.storage_endpoints, settings.action_timeout, self.session
             ),
         )
         self.service_bus = OnFirstUse(
             "scheduler_emulator.dispatcher.actions.service_bus",
-            lambda module: module.ServiceBusAction(settings.servicebus_endpoint_map, settings.action_timeout),
+            lambda module: module.ServiceBusAction(settings.outbound.servicebus_endpoints, settings.action_timeout),
         )
         by_payload: dict[str, ActionRunner[Any]] = {
             "request": self.http,

@@ -70,7 +70,7 @@ def wanted(settings: Settings) -> bool:
     is ``on``, or ``auto`` on a machine that gives this process two CPUs or more."""
     if not (settings.api and settings.dispatcher) or settings.dispatcher_process == "off":
         return False
-    if settings.clock == "virtual" or settings.in_memory or settings.effective_database_url in IN_MEMORY:
+    if settings.clock == "virtual" or settings.in_memory or settings.store.url in IN_MEMORY:
         return False
     if settings.dispatcher_process == "on":
         return True
@@ -295,8 +295,8 @@ class _Child:
         database: Database | None = None
         actions: ActionSender | None = None
         try:
-            box = SecretBox(secret_key(settings))
-            database = Database(settings.effective_database_url, box, connection_bounds(settings))
+            box = SecretBox(secret_key(settings.store))
+            database = Database(settings.store.url, box, connection_bounds(settings))
             self.dispatcher, actions = await build_dispatcher(
                 settings, database, WallClock(), self.metrics, self.action_process
             )

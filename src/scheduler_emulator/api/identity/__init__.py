@@ -7,17 +7,17 @@ from __future__ import annotations
 from scheduler_emulator.api.identity.principals import load_principals
 from scheduler_emulator.api.identity.signing import KEY_FILE_NAME, SigningKey
 from scheduler_emulator.api.identity.tokens import TokenService
-from scheduler_emulator.config import Settings
+from scheduler_emulator.config_groups import IdentitySettings
 
 
-def token_service(settings: Settings) -> TokenService:
-    """The token service ``settings`` describe; ConfigError when a principal or the key cannot be read. The key
+def token_service(identity: IdentitySettings) -> TokenService:
+    """The token service ``identity`` describes; ConfigError when a principal or the key cannot be read. The key
     is read at once with ``--auth issued`` (a bad key file stops start-up), else on first use."""
     principals = load_principals(
-        settings.principals.get_secret_value() if settings.principals else None, settings.principals_file
+        identity.principals.get_secret_value() if identity.principals else None, identity.principals_file
     )
-    key = SigningKey(settings.token_signing_key_file or settings.data_dir / KEY_FILE_NAME)
-    if settings.auth_mode == "issued":
+    key = SigningKey(identity.signing_key_file or identity.data_dir / KEY_FILE_NAME)
+    if identity.required:
         key.load()
     return TokenService(principals, key)
 

@@ -42,8 +42,8 @@ def _ref(subscription_id: str, resource_group: str, deployment_name: str) -> Dep
 
 
 def _policy(request: Request) -> Policy:
-    settings = request.app.state.settings
-    return Policy(foreign=settings.arm_foreign_resources, site_hosts=settings.arm_site_host_map)
+    arm = request.app.state.settings.arm
+    return Policy(foreign=arm.foreign_resources, site_hosts=arm.site_hosts)
 
 
 async def _lenient_body(request: Request) -> dict[str, Any]:

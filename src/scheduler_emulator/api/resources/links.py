@@ -44,7 +44,7 @@ async def with_linked_content(request: Request, body: dict[str, Any]) -> dict[st
 
 
 async def _fetch_json(request: Request, uri: str, target: str) -> dict[str, Any]:
-    policy = request.app.state.settings.outbound_policy
+    policy = request.app.state.settings.outbound.policy
 
     def failed(reason: str) -> errors.ArmError:
         shown = uri[:200].encode("unicode_escape").decode("ascii")

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from yarl import URL
 
-from scheduler_emulator.config import Settings
+from scheduler_emulator.config_groups import OutboundSettings
 from scheduler_emulator.dispatcher.actions import MAX_MESSAGE_BODY_BYTES, FireContext, Outcome, body_excerpt
 from scheduler_emulator.dispatcher.actions.outbound import BlockedTarget, literal_refusal
 from scheduler_emulator.dispatcher.actions.session import SharedSession, exact_timeout
@@ -49,14 +49,14 @@ def scheduler_headers(context: FireContext) -> dict[str, str]:
 class HttpAction:
     """Sends the job's request; success is a 2xx answer after redirects (at most 5)."""
 
-    def __init__(self, settings: Settings, shared: SharedSession) -> None:
+    def __init__(self, outbound: OutboundSettings, shared: SharedSession) -> None:
         self.shared = shared
         self.timeout = shared.timeout
         self.timeout_seconds = shared.seconds
         self.verify = shared.verify
-        self.policy = settings.outbound_policy
+        self.policy = outbound.policy
         self.certificates = ClientCertificates()
-        self.tokens = TokenCache(settings.oauth_authority, self.policy)
+        self.tokens = TokenCache(outbound.oauth_authority, self.policy)
         self._urls: dict[str, URL] = {}  # parsed once per URI (aiohttp would parse a string at every request)
         self._refusals: dict[str, str | None] = {}  # literal_refusal by URL host
 
