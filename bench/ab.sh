@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The must-not-regress A/B of two commits, back to back on this machine (issue 50; bench/README.md#ab-of-two-commits):
+# The must-not-regress A/B of two commits, back to back on this machine (issue 50; bench/README.md#ab-of-two-commits-benchabsh):
 #
 #     bench/ab.sh OLD_REV NEW_REV            # ~20-25 min on a quiet 2-core machine (a loaded one: up to twice that)
 #     AB_MILLION=1 bench/ab.sh OLD NEW       # and 10,000,000 jobs on PostgreSQL (~+10 min)
