@@ -18,7 +18,7 @@ from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.loop_reads import LoopReads
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
-from scheduler_emulator.store.wakeups import EVERY_CHANGE, WAKE_AT_ONCE, notify_dispatchers
+from scheduler_emulator.store.wakeups import EVERY_CHANGE, WAKE_AT_ONCE, announce_in_file, notify_dispatchers
 
 
 class NamedCollection(Protocol):
@@ -136,7 +136,11 @@ class SqliteFileWriteScope(_KnowingWriteScope):
     so there is no lock to take; a new job into a collection this process knows is inserted without reading the
     collection again, by the guarded insert (store.repository.insert_job_if_unchanged: the name free, the
     collection's row as known, fewer jobs than the limit). Reading the collection and the job into ORM objects
-    was a quarter of the writer thread's work per job create (bench/README, issue 33, thirteenth session)."""
+    was a quarter of the writer thread's work per job create (bench/README, issue 33, thirteenth session). A change
+    is announced in the file itself (store.wakeups.announce_in_file)."""
+
+    def announce_change(self, not_before: datetime | None = None) -> None:
+        announce_in_file(self.session, not_before)
 
     def insert_if_unchanged(
         self, job: JobRow, *, collection: NamedCollection, collection_version: str, max_jobs: int
