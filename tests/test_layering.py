@@ -98,3 +98,18 @@ def test_the_domain_stays_pure() -> None:
         "scheduler_emulator.schemas",
     )
     assert violations("domain", forbidden) == []
+
+
+def test_the_dispatcher_imports_nothing_that_builds_or_serves_the_app() -> None:
+    """Nothing in dispatcher/ runs back up to what assembles the service (app.py, serving.py, cli.py): building a
+    dispatcher lives in dispatcher/here.py, and the dispatcher role's child starts from cli.py without a server."""
+    forbidden = ("scheduler_emulator.app", "scheduler_emulator.serving", "scheduler_emulator.cli")
+    assert violations("dispatcher", forbidden) == []
+
+
+def test_the_api_sees_the_dispatcher_only_through_its_host_protocol() -> None:
+    """api/ reaches the dispatcher through dispatcher/host.py (DispatcherHost) alone, wherever it runs; nothing of
+    how it is built, run or supervised. ``dispatcher.actions.outbound`` is allowed: the outbound policy, which the
+    API applies as well to the links it checks (api/resources/links.py)."""
+    allowed = ("scheduler_emulator.dispatcher.host", "scheduler_emulator.dispatcher.actions.outbound")
+    assert violations("api", ("scheduler_emulator.dispatcher",), allowed=allowed) == []
