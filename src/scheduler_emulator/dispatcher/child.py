@@ -35,7 +35,7 @@ from datetime import datetime
 from prometheus_client.multiprocess import mark_process_dead
 
 from scheduler_emulator.config import Settings
-from scheduler_emulator.metrics import dispatcher_part
+from scheduler_emulator.metrics import Metrics, dispatcher_part
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
 
@@ -72,6 +72,7 @@ class DispatcherChild:
         self._process: subprocess.Popen[bytes] | None = None
         self._started_at = 0.0
         self._watch: asyncio.Task[None] | None = None
+        self._before = Metrics().render(dispatcher=True)  # what it reports until the first child has counted
 
     async def start(self) -> None:
         self._directory = tempfile.mkdtemp(prefix="scheduler-emulator-metrics-")
@@ -102,7 +103,8 @@ class DispatcherChild:
             shutil.rmtree(self._directory, ignore_errors=True)
 
     def metrics(self) -> bytes:
-        return dispatcher_part(self._directory) if self._directory is not None else b""
+        part = dispatcher_part(self._directory) if self._directory is not None else b""
+        return part or self._before
 
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
