@@ -102,6 +102,20 @@ class Metrics:
         return generate_latest(_Part(self.registry, dispatcher))
 
 
+def cycles_counted(directory: str) -> float:
+    """How many times the dispatchers started with ``PROMETHEUS_MULTIPROC_DIR=directory`` looked for due work
+    (``scheduler_dispatcher_cycles_total``): above 0 once the first has registered and claimed."""
+    collector = MultiProcessCollector(None, path=directory)  # type: ignore[no-untyped-call]
+    families: list[Metric] = collector.collect()  # type: ignore[no-untyped-call]
+    return sum(
+        sample.value
+        for family in families
+        if family.name == "scheduler_dispatcher_cycles"
+        for sample in family.samples
+        if sample.name == "scheduler_dispatcher_cycles_total"
+    )
+
+
 def dispatcher_part(directory: str) -> bytes:
     """Prometheus text of the dispatcher's families (Metrics.DISPATCHER_FAMILIES) that the processes started with
     ``PROMETHEUS_MULTIPROC_DIR=directory`` recorded: counters summed over every such process that ran, gauges

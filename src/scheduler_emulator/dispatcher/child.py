@@ -9,6 +9,7 @@ library's or the store's:
   that the child watches), so ``wake`` has nothing to do here;
 - metrics: the child keeps its values in prometheus_client's multiprocess files in a directory of this process's
   (``PROMETHEUS_MULTIPROC_DIR``), which ``metrics`` reads (metrics.dispatcher_part);
+- its start: this process serves once the child has begun dispatching (its first cycle, in its metrics);
 - its end: SIGTERM at this process's stop (the child stops its dispatcher within the grace), SIGKILL if it has
   not ended STOP_MARGIN_SECONDS later; and if this process dies, the pipe on the child's standard input closes
   with it and the child stops by itself (dispatcher/role.py).
@@ -35,11 +36,12 @@ from datetime import datetime
 from prometheus_client.multiprocess import mark_process_dead
 
 from scheduler_emulator.config import Settings
-from scheduler_emulator.metrics import Metrics, dispatcher_part
+from scheduler_emulator.metrics import Metrics, cycles_counted, dispatcher_part
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
 
 ROLE_FLAGS = ("--no-api", "--supervised")  # the child's role; the last of a flag given twice wins
+START_SECONDS = 60.0  # how long the service waits, before it serves, for its child's first look for due work
 STOP_MARGIN_SECONDS = 30.0  # beyond the shutdown grace, before a child that has not ended is killed
 WATCH_SECONDS = 0.25  # between two looks at whether the child still runs
 RESTART_FIRST_SECONDS = 0.5
@@ -77,6 +79,7 @@ class DispatcherChild:
     async def start(self) -> None:
         self._directory = tempfile.mkdtemp(prefix="scheduler-emulator-metrics-")
         self._spawn()
+        await self._first_cycle()
         self._watch = asyncio.get_running_loop().create_task(self._supervise(), name="dispatcher-child")
 
     def wake(self, not_before: datetime | None = None) -> None:
@@ -108,6 +111,22 @@ class DispatcherChild:
 
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
+
+    async def _first_cycle(self) -> None:
+        """Return once the child has begun dispatching (its first cycle counted in its metrics), so that a job
+        made as soon as the service listens fires on time; or once it has ended (the supervisor starts it
+        again); or after START_SECONDS (a store not answering yet: the service serves meanwhile)."""
+        assert self._process is not None and self._directory is not None
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None or cycles_counted(self._directory) > 0:
+                return
+            await asyncio.sleep(WATCH_SECONDS / 5)
+        log.warning(
+            "the dispatcher's process (pid %d) has not begun dispatching within %g s; serving meanwhile",
+            self._process.pid,
+            START_SECONDS,
+        )
 
     def _spawn(self) -> None:
         assert self._directory is not None
