@@ -17,6 +17,7 @@ import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -94,26 +95,56 @@ class Wakeups(Protocol):
     async def stop(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class FileWakeNote:
+    """What ``WAKE_ROW`` holds: ``changes`` announced so far, of which ``at_once`` asked dispatchers to look at
+    once (notify_dispatchers' None), and the earliest ``not_before`` of the others still ahead (None: none)."""
+
+    changes: int = 0
+    at_once: int = 0
+    not_before: datetime | None = None
+
+    @classmethod
+    def parse(cls, value: str | None) -> FileWakeNote:
+        parts = (value or "").split(" ")
+        if len(parts) != 3 or not (parts[0].isdigit() and parts[1].isdigit()):
+            return cls()
+        return cls(int(parts[0]), int(parts[1]), wake_payload(parts[2]))
+
+    def render(self) -> str:
+        return f"{self.changes} {self.at_once} {'' if self.not_before is None else self.not_before.isoformat()}"
+
+
 def announce_in_file(session: Session, not_before: datetime | None = None) -> None:
-    """As notify_dispatchers, on a SQLite file: count one more change in ``WAKE_ROW`` (``"<count> <payload>"``,
-    the payload as a notification's) within the writer's transaction; SqliteWakeups reads it."""
+    """As notify_dispatchers, on a SQLite file: count one more change in ``WAKE_ROW`` (a FileWakeNote) within the
+    writer's transaction, which holds the file's write turn; SqliteWakeups reads it. The earliest ``not_before``
+    still ahead is kept, so that changes announced between two of its looks wake it as their earliest would."""
+    parameters = {"name": WAKE_ROW}
+    note = FileWakeNote.parse(
+        session.execute(text("SELECT value FROM emulator_settings WHERE name = :name"), parameters).scalar()
+    )
+    if not_before is None:
+        note = FileWakeNote(note.changes + 1, note.at_once + 1, note.not_before)
+    else:
+        kept = note.not_before
+        if kept is None or kept <= datetime.now(UTC) or not_before < kept:
+            kept = not_before
+        note = FileWakeNote(note.changes + 1, note.at_once, kept)
     session.execute(
         text(
-            "INSERT INTO emulator_settings (name, value) VALUES (:name, '1 ' || :payload) "
-            "ON CONFLICT (name) DO UPDATE SET value = "
-            "(CAST(substr(emulator_settings.value, 1, instr(emulator_settings.value, ' ') - 1) AS INTEGER) + 1)"
-            " || ' ' || :payload"
+            "INSERT INTO emulator_settings (name, value) VALUES (:name, :value) "
+            "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
         ),
-        {"name": WAKE_ROW, "payload": WAKE_AT_ONCE if not_before is None else not_before.isoformat()},
+        {**parameters, "value": note.render()},
     )
 
 
 class SqliteWakeups:
     """Calls ``on_wake`` for the changes other processes announce in the SQLite file at ``path``
     (announce_in_file): every PROBE_SECONDS it reads the file's change counter on a connection of its own, which
-    moves when any other connection commits (the dispatcher's own writes too), and only then ``WAKE_ROW``. One
-    change announced since the last look wakes with its payload; more than one, at once (their payloads are not
-    kept). Runs on the event loop: both reads are of a page or two, and a WAL reader waits for no writer."""
+    moves when any other connection commits (the dispatcher's own writes too), and only then ``WAKE_ROW``: a
+    change that asked for a look at once wakes at once, the others with their earliest ``not_before``. Runs on
+    the event loop: both reads are of a page or two, and a WAL reader waits for no writer."""
 
     def __init__(self, path: str, on_wake: Callable[[datetime | None], None]) -> None:
         self.path = path
@@ -132,7 +163,7 @@ class SqliteWakeups:
     async def _watch(self) -> None:
         connection: sqlite3.Connection | None = None
         version: int | None = None
-        seen: int | None = None
+        seen: FileWakeNote | None = None
         try:
             while True:
                 try:
@@ -154,17 +185,16 @@ class SqliteWakeups:
             if connection is not None:
                 connection.close()
 
-    def _read(self, connection: sqlite3.Connection, seen: int | None) -> int:
+    def _read(self, connection: sqlite3.Connection, seen: FileWakeNote | None) -> FileWakeNote:
         """Wake for the changes counted in WAKE_ROW since ``seen`` (None: the first look: at once, for anything
-        announced before this watcher began); the count now."""
+        announced before this watcher began); the note now."""
         row = connection.execute("SELECT value FROM emulator_settings WHERE name = ?", (WAKE_ROW,)).fetchone()
-        count, _, payload = (row[0] if row is not None else "0 ").partition(" ")
-        now = int(count) if count.isdigit() else 0
-        if seen is None or now - seen > 1:
+        note = FileWakeNote.parse(row[0] if row is not None else None)
+        if seen is None or note.at_once != seen.at_once:
             self.on_wake(None)
-        elif now != seen:
-            self.on_wake(wake_payload(payload))
-        return now
+        elif note.changes != seen.changes:
+            self.on_wake(note.not_before)
+        return note
 
 
 class PostgresWakeups:
