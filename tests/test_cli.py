@@ -200,6 +200,8 @@ def test_log_level_controls_the_access_log(emulators, tmp_path: Path) -> None:
         (["--clock-start", "2030-01-01T00:00:00Z"], "--clock-start only applies with --clock virtual"),
         (["--clock", "virtual", "--clock-start", "2030-01-01T00:00:00"], "--clock-start needs a time zone"),
         (["--clock", "virtual", "--clock-start", "next tuesday"], "--clock-start"),
+        (["--supervised"], "--supervised is the dispatcher role of another emulator process: it needs --no-api"),
+        (["--action-process", "on"], "--action-process"),  # gone (docs/flags.md): refused as any unknown flag
     ],
 )
 def test_conflicting_or_invalid_flags_fail_at_start(args: list[str], message: str) -> None:

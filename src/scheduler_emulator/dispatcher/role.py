@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import sys
 
@@ -50,6 +51,7 @@ def run_supervised(settings: Settings) -> None:
 async def _dispatch(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     grace: asyncio.Future[float] = loop.create_future()
+    parent_gone = asyncio.Event()
 
     def stop_with(seconds: float) -> None:
         if not grace.done():
@@ -62,6 +64,7 @@ async def _dispatch(settings: Settings) -> None:
             data = b""
         if not data:  # the parent is gone
             loop.remove_reader(sys.stdin.fileno())
+            parent_gone.set()
             stop_with(0.0)
 
     loop.add_signal_handler(signal.SIGTERM, stop_with, settings.shutdown_grace)
@@ -71,8 +74,12 @@ async def _dispatch(settings: Settings) -> None:
     try:
         await host.start()
         tune_garbage_collector()
-        await host.stop(await grace)
+        seconds = await grace
+        await host.stop(seconds)
     finally:
         if database.loop_reads is not None:
             await database.loop_reads.close()
         database.dispose()
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if parent_gone.is_set() and directory:  # nobody else will remove the parent's metrics directory (child.py)
+        shutil.rmtree(directory, ignore_errors=True)
