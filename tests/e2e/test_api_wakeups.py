@@ -65,7 +65,7 @@ def test_creating_jobs_due_later_costs_no_claim_cycle_each(
             _http(target, "/first"),
             startTime=isoformat_z(datetime.now(UTC) + timedelta(seconds=40)),
         )
-        wait_until(lambda: _cycles(client) >= 1, 30, "the dispatcher's first cycle")  # its child starts an interpreter
+        wait_until(lambda: _cycles(client) >= 1, 10, "the dispatcher's first cycle")
         before = _cycles(client)
         later = datetime.now(UTC) + timedelta(seconds=45)  # inside the API's wake-up horizon, after the next look
         for i in range(20):
