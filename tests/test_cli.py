@@ -200,6 +200,8 @@ def test_log_level_controls_the_access_log(emulators, tmp_path: Path) -> None:
         (["--clock-start", "2030-01-01T00:00:00Z"], "--clock-start only applies with --clock virtual"),
         (["--clock", "virtual", "--clock-start", "2030-01-01T00:00:00"], "--clock-start needs a time zone"),
         (["--clock", "virtual", "--clock-start", "next tuesday"], "--clock-start"),
+        (["--supervised"], "--supervised is the dispatcher role of another emulator process: it needs --no-api"),
+        (["--action-process", "on"], "--action-process"),  # gone (docs/flags.md): refused as any unknown flag
     ],
 )
 def test_conflicting_or_invalid_flags_fail_at_start(args: list[str], message: str) -> None:
@@ -405,12 +407,12 @@ def _dispatcher_owners(data_dir: Path) -> set[str]:
 def test_a_started_server_says_where_its_api_and_dashboard_are_and_holds_its_port_alone(
     emulators, tmp_path: Path
 ) -> None:
-    """The start-up output names the API's and the dashboard's URLs. The port is bound before any process is forked,
-    and the forked children (the dispatcher's process and the action process it forks) close the socket they
-    inherit: none keeps the port open or takes a connection. A second server on that port is refused in one line
+    """The start-up output names the API's and the dashboard's URLs. The port is bound before any child process is
+    started, and the dispatcher role's child (dispatcher/child.py) does not inherit the socket: it neither keeps the
+    port open nor takes a connection. A second server on that port is refused in one line
     before it opens the store or starts any process: nothing of it runs on the first one's data."""
     data_dir = tmp_path / "data"
-    first = emulators.start(data_dir, "--dispatcher-process", "on", "--action-process", "on")
+    first = emulators.start(data_dir, "--dispatcher-process", "on")
     assert f"Listening on {first.url} (the ARM and classic APIs)" in first.output
     dashboard = f"Dashboard: {first.url}/_emulator/ui/"  # the line after "Listening on", where the kit returns
     wait_until(lambda: dashboard in first.output, 30, lambda: f"{dashboard!r} in {first.log}")
@@ -423,7 +425,7 @@ def test_a_started_server_says_where_its_api_and_dashboard_are_and_holds_its_por
     assert first.process is not None
     children = children_of(first.process.pid)
     descendants = children + [grandchild for child in children for grandchild in children_of(child)]
-    assert len(descendants) == 2, descendants  # the dispatcher's process and its action process
+    assert len(descendants) == 1, descendants  # the dispatcher role's child
     assert socket_owner(int(port), [first.process.pid]) == first.process.pid
     assert socket_owner(int(port), descendants) is None
 

@@ -134,3 +134,18 @@ def test_the_kit_imports_only_the_standard_library_and_pytest_as_it_is_imported(
                 if top not in sys.stdlib_module_names and top != "pytest" and not name.startswith("scheduler_emulator"):
                     found.append(f"{path.relative_to(PACKAGE)}: {name}")
     assert found == []
+
+
+def test_the_dispatcher_imports_nothing_that_builds_or_serves_the_app() -> None:
+    """Nothing in dispatcher/ runs back up to what assembles the service (app.py, serving.py, cli.py): building a
+    dispatcher lives in dispatcher/here.py, and the dispatcher role's child starts from cli.py without a server."""
+    forbidden = ("scheduler_emulator.app", "scheduler_emulator.serving", "scheduler_emulator.cli")
+    assert violations("dispatcher", forbidden) == []
+
+
+def test_the_api_sees_the_dispatcher_only_through_its_host_protocol() -> None:
+    """api/ reaches the dispatcher through dispatcher/host.py (DispatcherHost) alone, wherever it runs; nothing of
+    how it is built, run or supervised. ``dispatcher.actions.outbound`` is allowed: the outbound policy, which the
+    API applies as well to the links it checks (api/resources/links.py)."""
+    allowed = ("scheduler_emulator.dispatcher.host", "scheduler_emulator.dispatcher.actions.outbound")
+    assert violations("api", ("scheduler_emulator.dispatcher",), allowed=allowed) == []

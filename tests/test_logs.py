@@ -221,7 +221,7 @@ os.waitpid(child, 0)
 
 
 def test_two_processes_logging_to_one_pipe_never_cut_each_others_lines(tmp_path: Path) -> None:
-    # The emulator's process and its dispatcher's process (dispatcher.own_process) both log to one standard
+    # The emulator's process and its dispatcher child (dispatcher/child.py) both log to one standard
     # error. A pipe keeps a write whole only up to PIPE_BUF bytes: the log writer writes its batches in pieces of
     # whole lines no longer than that (logs.whole_lines).
     script = tmp_path / "two.py"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -22,53 +22,14 @@ from scheduler_emulator.api.preview import HeavyWork
 from scheduler_emulator.at_rest import secret_key
 from scheduler_emulator.collector import tune_garbage_collector
 from scheduler_emulator.config import Settings
-from scheduler_emulator.dispatcher.action_process import ACTION_ANSWER_MARGIN, ActionProcess, RemoteActions
-from scheduler_emulator.dispatcher.firing import Actions, ActionSender
-from scheduler_emulator.dispatcher.loop import Dispatcher, Pacing
-from scheduler_emulator.dispatcher.own_loop import DispatcherThread
-from scheduler_emulator.dispatcher.own_process import DispatcherProcess
+from scheduler_emulator.dispatcher.here import DispatcherHere, connection_bounds
+from scheduler_emulator.dispatcher.host import DispatcherHost
+from scheduler_emulator.dispatcher.loop import Pacing
 from scheduler_emulator.domain.clock import Clock, WallClock
 from scheduler_emulator.metrics import Metrics
-from scheduler_emulator.store.database import ConnectionBounds, Database
+from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.secrets import SecretBox
 from scheduler_emulator.virtual_clock import VirtualClock
-
-
-def connection_bounds(settings: Settings) -> ConnectionBounds:
-    """The time bounds of the process's PostgreSQL connections: the flags given, the rest from the lease."""
-    return ConnectionBounds.for_lease(
-        settings.lease_seconds,
-        statement=settings.db_statement_timeout,
-        lock=settings.db_lock_timeout,
-        idle_in_transaction=settings.db_idle_in_transaction_timeout,
-        keepalive=settings.db_keepalive,
-    )
-
-
-async def build_dispatcher(
-    settings: Settings,
-    database: Database,
-    clock: Clock,
-    metrics: Metrics,
-    action_process: ActionProcess | None,
-    pacing: Pacing | None = None,
-) -> tuple[Dispatcher, ActionSender]:
-    """A dispatcher over ``database`` (not started) and its action sender: ``action_process``'s while it runs,
-    else this process's own (firing.Actions)."""
-    local = Actions(settings)
-    actions: ActionSender = local
-    if action_process is not None:  # the same actions, sent from the action process while it runs
-        remote = RemoteActions(
-            action_process,
-            local,
-            up=metrics.action_process.set,
-            patience=settings.action_timeout + ACTION_ANSWER_MARGIN,
-        )
-        await remote.start()
-        actions = remote
-    pacing = pacing or Pacing.of(settings)
-    built = Dispatcher(database, clock=clock, settings=settings, actions=actions, metrics=metrics, pacing=pacing)
-    return built, actions
 
 
 async def stop_deployment_runs(runs: set[asyncio.Task[None]]) -> None:
@@ -79,17 +40,12 @@ async def stop_deployment_runs(runs: set[asyncio.Task[None]]) -> None:
 
 
 def create_app(
-    settings: Settings,
-    clock: Clock | None = None,
-    *,
-    action_process: ActionProcess | None = None,
-    dispatcher_process: DispatcherProcess | None = None,
+    settings: Settings, clock: Clock | None = None, *, dispatcher_host: DispatcherHost | None = None
 ) -> FastAPI:
     """The service: ARM routes behind the ARM pipeline, over the store ``settings`` name. ``clock``: the clock
     of ``--clock real`` (default the wall clock; tests may set one); ``--clock virtual`` builds its own.
-    ``action_process``: the process serving.serve forked to send the actions (none: they are sent from this
-    process). ``dispatcher_process``: the process serving.serve forked to run the dispatcher
-    (dispatcher.own_process; none: it runs in this process)."""
+    ``dispatcher_host``: where the dispatcher runs when not here (serving.py's child process, dispatcher/child.py);
+    None: with ``settings.dispatcher``, on this app's event loop (dispatcher/here.py)."""
 
     box = SecretBox(secret_key(settings.store))
     virtual = VirtualClock(settings.clock_start) if settings.clock == "virtual" else None
@@ -98,47 +54,28 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        database = Database(settings.store.url, box, connection_bounds(settings))
+        database = Database(settings.store.url, box, connection_bounds(settings.store))
         database.migrate()
         database.prepare_secrets()
         app.state.database = database
         if virtual is not None:
             await virtual.load(database)
-        dispatcher: Dispatcher | DispatcherThread | DispatcherProcess | None = None
-        stop_dispatcher: Callable[[float], Awaitable[None]] | None = None
-        if settings.dispatcher:
-
-            async def build() -> tuple[Dispatcher, ActionSender]:
-                return await build_dispatcher(
-                    settings, database, clock, app.state.metrics, action_process, pacing=pacing
-                )
-
-            if dispatcher_process is not None:  # in a process of its own; here if that fails
-                await dispatcher_process.start(lambda: DispatcherThread(build))
-                dispatcher = dispatcher_process
-                stop_dispatcher = dispatcher_process.stop
-            elif virtual is None:  # on a loop of its own (dispatcher.own_loop)
-                dispatcher = DispatcherThread(build)
-                await dispatcher.start()
-                stop_dispatcher = dispatcher.stop
-            else:  # the virtual clock's stepping runs the dispatcher's tasks from this loop
-                on_this_loop, actions = await build()
-                on_this_loop.start()
-                app.state.stepper = stepping.ClockStepper(virtual, on_this_loop)
-                dispatcher = on_this_loop
-
-                async def stop_here(grace: float) -> None:
-                    await on_this_loop.stop(grace)
-                    await actions.close()
-
-                stop_dispatcher = stop_here
-        app.state.dispatcher = dispatcher
+        host = dispatcher_host
+        if host is None and settings.dispatcher:
+            here = DispatcherHere(settings, database, clock=clock, metrics=app.state.metrics, pacing=pacing)
+            await here.start()
+            if virtual is not None:  # the virtual clock's stepping has the dispatcher claim (stepping.py)
+                app.state.stepper = stepping.ClockStepper(virtual, here.dispatcher)
+            host = here
+        elif host is not None:
+            await host.start()
+        app.state.dispatcher = host
         tune_garbage_collector()
         try:
             yield
         finally:
-            if stop_dispatcher is not None:
-                await stop_dispatcher(settings.shutdown_grace)
+            if host is not None:
+                await host.stop(settings.shutdown_grace)
             await stop_deployment_runs(app.state.deployment_runs)
             database.dispose()
             app.state.heavy_work.close()
@@ -153,7 +90,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.clock = clock
-    app.state.dispatcher = None  # this process's Dispatcher once started (none with --no-dispatcher)
+    app.state.dispatcher = None  # its DispatcherHost once started (none with --no-dispatcher)
     app.state.stepper = None  # a stepping.ClockStepper under --clock virtual with a dispatcher (POST /_emulator/clock)
     app.state.metrics = Metrics()
     app.state.heavy_work = HeavyWork(settings.max_heavy_requests)

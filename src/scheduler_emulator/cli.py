@@ -52,10 +52,15 @@ def main(argv: list[str] | None = None) -> None:
             check_given_secret_key(settings.store)
         except ConfigError as exc:
             refuse(exc)
+        if settings.supervised:  # the dispatcher role's child of a serving process: no server to import
+            from scheduler_emulator.dispatcher.role import run_supervised
+
+            run_supervised(settings)
+            return
         from scheduler_emulator.serving import serve
 
     try:
-        serve(settings)
+        serve(settings, argv=sys.argv[1:] if argv is None else argv)
     except ConfigError as exc:
         refuse(exc)
     except KeyboardInterrupt:

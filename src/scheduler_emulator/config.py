@@ -68,16 +68,17 @@ class Settings(BaseSettings):
         True, description="Serve the ARM API (off: a dispatcher-only process; health and metrics stay up)."
     )
     dispatcher: bool = Field(True, description="Run the dispatcher that fires jobs (off: API only).")
-    action_process: ProcessMode = Field(
-        "auto",
-        description="Send the actions from a second process of the emulator's own, on another core than the "
-        "dispatcher and the API (auto: when the machine gives the process 2 CPUs or more).",
-    )
     dispatcher_process: ProcessMode = Field(
         "auto",
-        description="With a store on disk (a SQLite file or PostgreSQL), run the dispatcher in a second process of "
-        "the emulator's own, so that the API and the dispatcher each have a core (auto: when the machine gives the "
-        "process 2 CPUs or more; never in memory or with --clock virtual, nor with --no-api or --no-dispatcher).",
+        description="With a store on disk (a SQLite file or PostgreSQL), run the dispatcher role in a child process "
+        "the emulator starts and supervises (the same program with --no-api), so that the API and the dispatcher "
+        "each have a core (auto: when the machine gives the process 2 CPUs or more; never in memory or with --clock "
+        "virtual, nor with --no-api or --no-dispatcher).",
+    )
+    supervised: bool = Field(
+        False,
+        description="Internal: run as the dispatcher role of the emulator process that started this one (with "
+        "--no-api; no listener; ends when that process ends). Set by the emulator for its child, not by hand.",
     )
     min_retry_interval: float = Field(
         15.0,
@@ -271,6 +272,8 @@ class Settings(BaseSettings):
             self.https = True
         if not self.api and not self.dispatcher:
             raise ValueError("--no-api and --no-dispatcher together leave nothing to run")
+        if self.supervised and (self.api or not self.dispatcher):
+            raise ValueError("--supervised is the dispatcher role of another emulator process: it needs --no-api")
         if self.auth_token is not None and not self.auth_token.get_secret_value():
             raise ValueError("--auth-token must not be empty")
         if self.auth_token is not None and self.auth_jwks:
@@ -321,12 +324,12 @@ class Settings(BaseSettings):
 
     @cached_property
     def roles(self) -> RoleSettings:
-        """What this process serves (the API, the dispatcher) and where the dispatcher and actions run."""
+        """What this process serves (the API, the dispatcher) and whether the dispatcher runs in a child."""
         return RoleSettings(
             api=self.api,
             dispatcher=self.dispatcher,
             dispatcher_process=self.dispatcher_process,
-            action_process=self.action_process,
+            supervised=bool(self.supervised),
         )
 
     @cached_property
@@ -494,10 +497,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--dispatcher", action=argparse.BooleanOptionalAction, default=None, help=describe("dispatcher")
     )
-    parser.add_argument("--action-process", choices=list(get_args(ProcessMode)), help=describe("action_process"))
     parser.add_argument(
         "--dispatcher-process", choices=list(get_args(ProcessMode)), help=describe("dispatcher_process")
     )
+    parser.add_argument("--supervised", action="store_true", default=None, help=describe("supervised"))
     parser.add_argument("--min-retry-interval", type=float, help=describe("min_retry_interval"))
     parser.add_argument("--action-timeout", type=float, help=describe("action_timeout"))
     parser.add_argument("--poll-interval", type=float, help=describe("poll_interval"))

@@ -54,7 +54,7 @@ class RoleSettings:
     api: bool
     dispatcher: bool
     dispatcher_process: ProcessMode
-    action_process: ProcessMode
+    supervised: bool  # the dispatcher role run as another emulator process's child (dispatcher/role.py)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

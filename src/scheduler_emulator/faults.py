@@ -6,8 +6,8 @@ costs two truth tests. The points:
 
 - ``claim-locked``: a dispatcher's claim transaction has selected and locked its due jobs, not committed yet;
 - ``claimed``: a dispatcher's claim is committed and none of its occurrences has fired yet;
-- ``dispatcher-process-start``: the dispatcher's process (dispatcher.own_process) was told to start, before it
-  builds its dispatcher.
+- ``dispatcher-process-start``: the dispatcher role's child process (dispatcher/role.py) has started, before it
+  builds its dispatcher (each child started again reaches it too: it has the same environment).
 """
 
 from __future__ import annotations

@@ -204,9 +204,9 @@ class BackgroundHandler(logging.Handler):
 
 def whole_lines(lines: list[str], most: int = ATOMIC_WRITE_BYTES) -> Iterator[str]:
     """``lines`` joined into writes of at most ``most`` bytes each (a longer line alone), so that no line is cut.
-    The emulator's processes (dispatcher.own_process, action_process) write to the same standard error; into a
-    pipe, the kernel keeps a write of up to PIPE_BUF bytes whole, and may interleave longer ones with another
-    process's."""
+    The emulator's processes (the API's and its dispatcher child's: dispatcher/child.py) write to the same
+    standard error; into a pipe, the kernel keeps a write of up to PIPE_BUF bytes whole, and may interleave longer
+    ones with another process's."""
     chunk: list[str] = []
     size = 0
     for line in lines:

@@ -1,5 +1,6 @@
 """Prometheus metrics of one process (docs/reference/test-support.md#metrics), in a registry of its own so that apps
-never share state."""
+never share state. The dispatcher role's process that ``serve`` supervises (dispatcher/child.py) keeps its values in
+prometheus_client's multiprocess files, which its parent reads into its own ``GET /metrics`` (``dispatcher_part``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 
 LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
@@ -15,7 +17,7 @@ class _Part:
     """The families of ``registry`` whose being a dispatcher's is ``dispatcher`` (a collector, for
     generate_latest)."""
 
-    def __init__(self, registry: CollectorRegistry, dispatcher: bool) -> None:
+    def __init__(self, registry: CollectorRegistry | MultiProcessCollector, dispatcher: bool) -> None:
         self.registry = registry
         self.dispatcher = dispatcher
 
@@ -28,12 +30,11 @@ class _Part:
 class Metrics:
     """Everything ``GET /metrics`` reports."""
 
-    # The dispatcher's metrics: reported by the process that runs it (dispatcher.own_process).
+    # The dispatcher's metrics: reported from the process that runs it (dispatcher/host.py's ``metrics``).
     DISPATCHER_FAMILIES = frozenset(
         {
             "scheduler_occurrences_fired",
             "scheduler_attempts",
-            "scheduler_action_process_up",
             "scheduler_firing_lag_seconds",
             "scheduler_occurrences_in_flight",
             "scheduler_dispatcher_cycles",
@@ -54,11 +55,6 @@ class Metrics:
             ["action_type", "action", "outcome"],
             registry=self.registry,
         )
-        self.action_process = Gauge(
-            "scheduler_action_process_up",
-            "1 while the actions are sent from this process's action process, 0 when this process sends them.",
-            registry=self.registry,
-        )
         self.lag = Histogram(
             "scheduler_firing_lag_seconds",
             "Delay between an occurrence's expected time and its first attempt.",
@@ -69,6 +65,7 @@ class Metrics:
             "scheduler_occurrences_in_flight",
             "Occurrences executing or waiting to retry in this process.",
             registry=self.registry,
+            multiprocess_mode="livesum",  # the dispatcher role's process's, while it lives (dispatcher_part)
         )
         self.backlog = Gauge(
             "scheduler_due_backlog",
@@ -103,3 +100,25 @@ class Metrics:
         if dispatcher is None:
             return generate_latest(self.registry)
         return generate_latest(_Part(self.registry, dispatcher))
+
+
+def cycles_counted(directory: str) -> float:
+    """How many times the dispatchers started with ``PROMETHEUS_MULTIPROC_DIR=directory`` looked for due work
+    (``scheduler_dispatcher_cycles_total``): above 0 once the first has registered and claimed."""
+    collector = MultiProcessCollector(None, path=directory)  # type: ignore[no-untyped-call]
+    families: list[Metric] = collector.collect()  # type: ignore[no-untyped-call]
+    return sum(
+        sample.value
+        for family in families
+        if family.name == "scheduler_dispatcher_cycles"
+        for sample in family.samples
+        if sample.name == "scheduler_dispatcher_cycles_total"
+    )
+
+
+def dispatcher_part(directory: str) -> bytes:
+    """Prometheus text of the dispatcher's families (Metrics.DISPATCHER_FAMILIES) that the processes started with
+    ``PROMETHEUS_MULTIPROC_DIR=directory`` recorded: counters summed over every such process that ran, gauges
+    over those alive (prometheus_client.multiprocess.mark_process_dead forgets an ended one's)."""
+    collector = MultiProcessCollector(None, path=directory)  # type: ignore[no-untyped-call]
+    return generate_latest(_Part(collector, dispatcher=True))

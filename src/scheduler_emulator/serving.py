@@ -1,12 +1,13 @@
 """The service's process (``scheduler-emulator``, once cli.py has read the flags): bind the port, prepare the data
-directory and the store, fork the dispatcher's and action processes, run the server. Every start-up failure a user
-can cause is found before anything is forked and raised as a ConfigError (one line, exit status 2: cli.py)."""
+directory and the store, run the server (and, where one command should use two cores, the dispatcher role in a
+child process it supervises: dispatcher/child.py). Every start-up failure a user can cause is found before any
+child is started and raised as a ConfigError (one line, exit status 2: cli.py)."""
 
 from __future__ import annotations
 
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import uvicorn
@@ -20,10 +21,7 @@ from scheduler_emulator.app import create_app
 from scheduler_emulator.at_rest import make_files_private, prepare_data_dir, secret_key, secure_data_dir
 from scheduler_emulator.config import ConfigError, Settings
 from scheduler_emulator.connections import guarded_protocol
-from scheduler_emulator.dispatcher.action_process import ActionProcess
-from scheduler_emulator.dispatcher.action_process import wanted as action_process_wanted
-from scheduler_emulator.dispatcher.own_process import DispatcherProcess
-from scheduler_emulator.dispatcher.own_process import wanted as dispatcher_process_wanted
+from scheduler_emulator.dispatcher import child
 from scheduler_emulator.listening import bind_listeners
 from scheduler_emulator.logs import configure_logging, say, stop_background_logging
 from scheduler_emulator.store.database import Database
@@ -34,7 +32,7 @@ from scheduler_emulator.tls import self_signed_certificate
 def check_store(settings: Settings) -> None:
     """Before serving: open the store, migrate it and check that the secret key opens its secrets; ConfigError
     (one line: the cause and the fix) when the store cannot be reached or used, or the key is not the one that
-    sealed its secrets. Nothing stays open: the processes forked next open their own connections."""
+    sealed its secrets. Nothing stays open: the server and its dispatcher's process open their own connections."""
     if settings.in_memory:
         return
     try:
@@ -89,15 +87,13 @@ def prepare(settings: Settings) -> list[socket.socket]:
     return listeners
 
 
-def serve(settings: Settings) -> None:
-    """Run the service in the foreground until interrupted (``settings`` as cli.py read and checked them);
-    ConfigError when it cannot start (see prepare)."""
+def serve(settings: Settings, *, argv: Sequence[str]) -> None:
+    """Run the service in the foreground until interrupted (``settings`` as cli.py read and checked them from the
+    flags ``argv``, which the dispatcher role's child is started with too); ConfigError when it cannot start (see
+    prepare)."""
     listeners = prepare(settings)
-    # Forked next, while this process runs one thread (see dispatcher/action_process.py). The dispatcher's
-    # process, when there is one, forks the action process of its own.
-    dispatcher_process = DispatcherProcess.fork(settings) if dispatcher_process_wanted(settings) else None
-    wants_actions = dispatcher_process is None and action_process_wanted(settings)
-    action_process = ActionProcess.fork(settings) if wants_actions else None
+    wants_child = child.wanted(settings.roles, settings.store, settings.dispatch)
+    dispatcher_child = child.DispatcherChild(argv) if wants_child else None
     configure_logging(settings.log_level, settings.log_format)
     ssl: dict[str, str] = {}
     if settings.https:
@@ -116,7 +112,7 @@ def serve(settings: Settings) -> None:
             "reach the port can create jobs. Set --auth-token or --auth-jwks (docs/running-exposed.md).",
             sys.stderr,
         )
-    app = create_app(settings, action_process=action_process, dispatcher_process=dispatcher_process)
+    app = create_app(settings, dispatcher_host=dispatcher_child)
     config = uvicorn.Config(
         app,
         host=settings.host,

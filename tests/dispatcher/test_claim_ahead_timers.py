@@ -17,7 +17,7 @@ from support.target_server import TargetServer
 
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext, Outcome
-from scheduler_emulator.dispatcher.firing import Actions, Deferred
+from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.loop import Dispatcher
 from scheduler_emulator.domain.clock import WallClock
 from scheduler_emulator.metrics import Metrics
@@ -153,28 +153,3 @@ def test_an_occurrence_claimed_ahead_is_handed_over_early_and_held_until_its_tim
         assert len(recorded) == 5 and all(_utc(s) >= _utc(e) for s, e in recorded), recorded
     else:
         assert all(c.not_before is None for c in contexts), contexts
-
-
-class DeferringOnce(Recording):
-    """As the action process answers when the emulator's process was stopped at the attempt's time: the first
-    attempt comes back unsent (Deferred)."""
-
-    async def execute(self, action: ActionBase, context: FireContext) -> Outcome:
-        self.contexts.append(context)
-        if len(self.contexts) == 1:
-            raise Deferred
-        return await self.actions.execute(action, context)
-
-
-def test_an_attempt_that_comes_back_unsent_is_sent_again_at_once(database: Database, target: TargetServer) -> None:
-    """A held attempt that comes back Deferred is sent again, not held, as soon as the dispatcher has it back
-    (its leases are sure: the occurrence is still its own); the occurrence fires once and is recorded once."""
-    collection = add_collection(database)
-    add_job(database, collection, "d", datetime.now(UTC) + timedelta(seconds=1), uri=target.url("/d"))
-    settings = Settings(database_url=database.url, claim_ahead=2, poll_interval=60, shutdown_grace=10)
-
-    first, again = _fired(database, WallClock(), settings, DeferringOnce(Actions(settings)), target, 1)
-    assert first.not_before is not None and again.not_before is None
-    assert len(target.requests("/d")) == 1
-    with database.session() as session:
-        assert len(session.execute(select(JobHistoryRow.id)).all()) == 1

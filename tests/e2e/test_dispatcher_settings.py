@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -194,8 +196,11 @@ def test_a_crashed_dispatchers_occurrence_is_taken_over_after_its_lease(start, t
         )
     target.wait_for(1, 10, "/slow")
     assert first.process is not None
-    family = _family(first.process.pid)  # its dispatcher may run in a process of its own
-    first.process.kill()  # kill -9 while the attempt is in flight
+    # kill -9 of every process of the emulator while the attempt is in flight (its dispatcher may run in a child,
+    # which would otherwise stop by itself when the emulator is gone, handing its occurrence back at once)
+    family = _family(first.process.pid)
+    for pid in reversed(family):
+        os.kill(pid, signal.SIGKILL)
     first.wait_exit(10)
     wait_until(lambda: all(process_ended(pid) for pid in family), 10, "the killed server's processes to end")
     # Its heartbeat as the store holds it: when its lease runs out, by the store's clock (it beats no more).

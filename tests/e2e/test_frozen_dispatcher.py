@@ -52,7 +52,7 @@ def frozen(pid: int) -> bool:
 
 def paused_pid(process: ServerProcess, point: str) -> int:
     """The pid of the process that stopped itself at ``point``: the dispatcher's, which on PostgreSQL is a
-    process of its own forked by the emulator's (dispatcher.own_process)."""
+    child process of the emulator's (dispatcher/child.py)."""
     match = re.search(rf"test pause at {re.escape(point)} \(pid (\d+)\)", process.log)
     assert match is not None, process.log_tail()
     return int(match.group(1))

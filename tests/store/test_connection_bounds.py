@@ -16,8 +16,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from support.databases import PostgresDatabase, require_postgres
 
-from scheduler_emulator.app import connection_bounds
 from scheduler_emulator.config import ConfigError, settings_from_args
+from scheduler_emulator.dispatcher.here import connection_bounds
 from scheduler_emulator.store.database import ConnectionBounds, Database
 
 
@@ -31,7 +31,7 @@ def postgres() -> Iterator[PostgresDatabase]:
 
 
 def bounds(*argv: str) -> ConnectionBounds:
-    return connection_bounds(settings_from_args(list(argv)))
+    return connection_bounds(settings_from_args(list(argv)).store)
 
 
 def test_defaults_follow_the_lease() -> None:

@@ -1,5 +1,5 @@
 """One writer at a time on a SQLite file among processes (store.database.WriteTurn): the service's process and its
-dispatcher's (dispatcher.own_process) each have a Database over the same file. Seen from outside: two processes
+dispatcher child (dispatcher/child.py) each have a Database over the same file. Seen from outside: two processes
 that each read a counter and write it back, hundreds of times at once, lose no increment and meet no "database is
 locked"; a process that holds its turn (frozen, say) makes another's write fail with "database is locked" after
 the patience, not hang; a holder that is killed leaves the file writable at once."""

@@ -29,9 +29,7 @@ from scheduler_emulator.store.wakeups import earliest_noted, wake_needed
 from scheduler_emulator.store.write_scope import WriteScope, collection_lock, write_scope
 
 if TYPE_CHECKING:
-    from scheduler_emulator.dispatcher.loop import Dispatcher
-    from scheduler_emulator.dispatcher.own_loop import DispatcherThread
-    from scheduler_emulator.dispatcher.own_process import DispatcherProcess
+    from scheduler_emulator.dispatcher.host import DispatcherHost
 
 log = logging.getLogger("scheduler_emulator.api")
 MAX_ASSUMED_POLL = 60.0  # seconds: the longest --poll-interval assumed of any process sharing the database
@@ -109,8 +107,8 @@ def now(request: Request) -> datetime:
 
 def wake_dispatcher(request: Request, not_before: datetime | None = None) -> None:
     """Tell this process's dispatcher that a job may have become due earlier (``not_before``: see
-    Dispatcher.wake)."""
-    dispatcher: Dispatcher | DispatcherThread | DispatcherProcess | None = request.app.state.dispatcher
+    Dispatcher.wake); one in another process hears it through the store (store/wakeups.py)."""
+    dispatcher: DispatcherHost | None = request.app.state.dispatcher
     if dispatcher is not None:
         dispatcher.wake(not_before)
 

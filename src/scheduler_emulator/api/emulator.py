@@ -14,7 +14,7 @@ from scheduler_emulator import __version__
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_read_session, in_session, now, read_body
 from scheduler_emulator.api.preview import HeavyWork, compute_preview
-from scheduler_emulator.dispatcher.own_process import DispatcherProcess
+from scheduler_emulator.dispatcher.host import DispatcherHost
 from scheduler_emulator.store.overview import count_due
 
 router = APIRouter(prefix="/_emulator")
@@ -38,12 +38,13 @@ async def preview_recurrence(request: Request) -> Response:
 async def health(request: Request) -> Response:
     """Liveness and what the instance runs on; 503 while the database is unreachable."""
     settings = request.app.state.settings
-    dispatcher = request.app.state.dispatcher
+    dispatcher: DispatcherHost | None = request.app.state.dispatcher
     body: dict[str, Any] = {
         "status": "ok",
         "version": __version__,
         "database": settings.store.kind,
-        "dispatcher": "running" if dispatcher is not None else "off",
+        # "down": its process (dispatcher/child.py) has ended, and is being started again
+        "dispatcher": "off" if dispatcher is None else "running" if dispatcher.running() else "down",
         "auth": settings.security.mode,
     }
 
@@ -66,11 +67,7 @@ async def metrics(request: Request) -> Response:
     moment = now(request)
     with contextlib.suppress(errors.ArmError):  # the database is away: report the rest
         registry.backlog.set(await in_read_session(request, lambda session: count_due(session, moment)))
-    dispatcher = request.app.state.dispatcher
-    if isinstance(dispatcher, DispatcherProcess) and dispatcher.running_apart:
-        # The dispatcher's metrics come from its process (dispatcher.own_process): left out if it does not answer
-        # in time, rather than this process's zeros.
-        body = registry.render(dispatcher=False) + (await dispatcher.metrics() or b"")
-    else:
-        body = registry.render()
+    dispatcher: DispatcherHost | None = request.app.state.dispatcher
+    # The dispatcher's families from where it runs (dispatcher/host.py); without one, this process's zeros.
+    body = registry.render() if dispatcher is None else registry.render(dispatcher=False) + dispatcher.metrics()
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

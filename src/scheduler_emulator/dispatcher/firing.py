@@ -23,15 +23,8 @@ log = logging.getLogger("scheduler_emulator.dispatcher")
 TIMER_RESOLUTION = 0.001  # seconds: the event loop's (uvloop's) timers count whole milliseconds
 
 
-class Deferred(Exception):
-    """An attempt handed over before its time (``FireContext.not_before``) came back unsent: the dispatcher's
-    process was stopped when it fell due (action_process.RemoteActions). The dispatcher sends it again, now,
-    if the occurrence is still its own."""
-
-
 class ActionSender(Protocol):
-    """What the dispatcher fires through: ``Actions`` here, or action_process.RemoteActions (whose ``execute``
-    may raise Deferred)."""
+    """What the dispatcher fires through: ``Actions`` (a test may give a double that records what it sends)."""
 
     async def execute(self, action: ActionBase, context: FireContext) -> Outcome: ...
 

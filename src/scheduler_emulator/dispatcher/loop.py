@@ -28,7 +28,7 @@ from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.dispatch_port import DispatchStore
 from scheduler_emulator.store.dispatch_records import Abandon
-from scheduler_emulator.store.wakeups import PostgresWakeups
+from scheduler_emulator.store.wakeups import Wakeups
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
 T = TypeVar("T")
@@ -41,10 +41,9 @@ LOCKED_RETRY = 0.1
 HEARTBEAT_RETRY = 0.25  # seconds between heartbeats while they fail
 STATISTICS_INTERVAL = 10.0  # seconds (monotonic) between looks at the planner's statistics (store.refresh_statistics)
 # Seconds before its time that an occurrence claimed ahead is started and its first attempt handed to the
-# actions, which hold it until its time (FireContext.not_before). The action process's loop, which only sends,
-# keeps time to the millisecond; this process's loop may be late by the length of a claim or a garbage
-# collection, when its threads take turns on the interpreter lock (bench/README, issue 33, seventh session).
-# The job is re-checked against API writes this much earlier than its time. Only on the wall clock.
+# actions, which hold it until its time (FireContext.not_before, firing.hold_until): a fire then waits on a timer
+# of its own rather than behind the loop's next claim, which may be late by the length of a claim or a garbage
+# collection. The job is re-checked against API writes this much earlier than its time. Only on the wall clock.
 HAND_OFF_LEAD = 0.05
 
 
@@ -111,7 +110,7 @@ class Dispatcher:
         )
         self._sleeping_until: datetime | None = None  # when the loop next looks for due work by itself
         self._noted: datetime | None = None  # the earliest ``not_before`` of wake-ups during the current cycle
-        self._wakeups: PostgresWakeups | None = None
+        self._wakeups: Wakeups | None = None
         self.lease = timedelta(seconds=settings.lease_seconds)
         self._half_lease = settings.lease_seconds / 2
         self._wake = asyncio.Event()
@@ -151,7 +150,9 @@ class Dispatcher:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="dispatcher")
-        self._wakeups = self.store.wakeups(self.wake)
+        # A process that serves the API wakes its dispatcher itself (api.context.wake_dispatcher); one that does
+        # not learns of the API's changes on a SQLite file by watching it (store.wakeups.SqliteWakeups).
+        self._wakeups = self.store.wakeups(self.wake, watch_file=not self.settings.api)
         if self._wakeups is not None:
             self._wakeups.start()
 

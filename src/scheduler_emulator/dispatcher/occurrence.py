@@ -16,7 +16,7 @@ from typing import Any
 from scheduler_emulator.config import Settings
 from scheduler_emulator.dispatcher.actions import FireContext
 from scheduler_emulator.dispatcher.definitions import Claim
-from scheduler_emulator.dispatcher.firing import TIMER_RESOLUTION, ActionSender, Deferred
+from scheduler_emulator.dispatcher.firing import TIMER_RESOLUTION, ActionSender
 from scheduler_emulator.dispatcher.recorder import BatchRecorder, patiently
 from scheduler_emulator.domain.clock import Clock, isoformat_z
 from scheduler_emulator.domain.due import Skipped
@@ -165,14 +165,7 @@ class OccurrenceRunner:
                 not_before=None if retry else not_before,
             )
             handed = self.clock.now()
-            try:
-                outcome = await self.actions.execute(action, context)
-            except Deferred:  # not sent: this process was stopped at its time; as if the timer went off only now
-                if self.still_held is not None and not await self.still_held(claim):
-                    raise Released from None  # taken over meanwhile
-                context = dataclasses.replace(context, not_before=None)
-                handed = self.clock.now()
-                outcome = await self.actions.execute(action, context)
+            outcome = await self.actions.execute(action, context)
             # When it went out: as the actions report it when they held it, else when it was handed to them.
             # Never before its time: the wait ended at or after it by this clock, but a host's wall clock can
             # step back a little (NTP, a VM's clock source) between that reading and this one.

@@ -287,7 +287,10 @@ def _deploy_one(
         with context.database.session() as session:
             deployment.lookup = StoreLookup(session, context.policy)
             body = deployment.body_of(instance)
-            created = _write(write_scope(context.database, session), context, instance, body)
+            scope = write_scope(context.database, session)
+            created = _write(scope, context, instance, body)
+            if instance.type.lower() == JOB_TYPE:  # other processes' dispatchers (this one's: context.wake below)
+                scope.announce_change()
     except _EXPECTED as exc:
         failure = _failure_of(exc)
     if failure is None and instance.type.lower() == JOB_TYPE:

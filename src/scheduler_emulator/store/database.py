@@ -186,7 +186,7 @@ def _milliseconds(seconds: float) -> int:
 
 class WriteTurn:
     """SQLite's one writer at a time: among this process's threads, a re-entrant lock; among the processes that
-    share the file (the service's and its dispatcher's: dispatcher.own_process), an exclusive ``flock`` on a file
+    share the file (the service's and its dispatcher child's: dispatcher/child.py), an exclusive ``flock`` on a file
     beside it (``<file>.lock``), held while the outermost turn lasts. A turn begins before the transaction's first
     statement, so the reads a write depends on (a claim's due jobs, a PUT's current job) see what no other process
     can change until it commits. Without it, each process's statements interleaved: the driver begins a

@@ -61,7 +61,7 @@ from scheduler_emulator.store.dispatch_records import (
     Resumption,
     Write,
 )
-from scheduler_emulator.store.wakeups import PostgresWakeups
+from scheduler_emulator.store.wakeups import PostgresWakeups, SqliteWakeups, Wakeups
 
 __all__ = ["DispatchStore", "Finish"]
 
@@ -433,10 +433,13 @@ class DispatchStore(Generic[D]):
         with self.database.read_session() as session:
             return sql.next_due_time(session)
 
-    def wakeups(self, on_wake: Callable[[datetime | None], None]) -> PostgresWakeups | None:
-        """A listener calling ``on_wake`` whenever another process announces a change (PostgreSQL's LISTEN);
-        None where the database cannot announce (SQLite: the service wakes its own dispatcher directly)."""
+    def wakeups(self, on_wake: Callable[[datetime | None], None], *, watch_file: bool) -> Wakeups | None:
+        """A watcher calling ``on_wake`` whenever another process announces a change: PostgreSQL's LISTEN; on a
+        SQLite file, when ``watch_file`` (no API in this process wakes the dispatcher directly), a watch of the
+        file (store.wakeups.SqliteWakeups); None otherwise."""
         if not self.batches.listens:
+            if watch_file and self.database.dialect == "sqlite" and self.database.on_disk:
+                return SqliteWakeups(str(make_url(self.database.url).database), on_wake)
             return None
         bounds = self.database.bounds
         parameters: dict[str, Any] = {}

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobRow
-from scheduler_emulator.store.wakeups import notify_dispatchers
+from scheduler_emulator.store.wakeups import announce_in_file, notify_dispatchers
 
 
 class NamedCollection(Protocol):
@@ -39,8 +39,8 @@ def collection_lock(subscription: str, resource_group: str, name: str) -> str:
 class WriteScope:
     """SQLite's (a file or in memory): the transaction holds the write turn from its first statement
     (store.database.WriteTurn), so there is no lock to take and a new job is never inserted before one
-    (``inserts_before_locking`` False); on a file, other processes' dispatchers see the change by polling. The
-    base of PostgreSQL's."""
+    (``inserts_before_locking`` False). In memory no other process shares it: nothing to announce. The base of
+    the SQLite file's and PostgreSQL's."""
 
     inserts_before_locking = False
 
@@ -64,6 +64,14 @@ class WriteScope:
     ) -> bool:
         """Only where ``inserts_before_locking``: see PostgresWriteScope."""
         raise NotImplementedError("this store inserts a new job under its collection's lock, as any write")
+
+
+class SqliteFileWriteScope(WriteScope):
+    """A SQLite file's: as WriteScope, and a change is announced in the file itself (store.wakeups.announce_in_file),
+    which the dispatchers of other processes sharing it watch."""
+
+    def announce_change(self, not_before: datetime | None = None) -> None:
+        announce_in_file(self.session, not_before)
 
 
 class PostgresWriteScope(WriteScope):
@@ -101,4 +109,6 @@ def write_scope(database: Database, session: Session) -> WriteScope:
     """The write scope of ``database``'s kind over ``session`` (the caller's transaction; no lock held yet)."""
     if database.dialect == "postgresql":
         return PostgresWriteScope(session)
+    if database.on_disk:
+        return SqliteFileWriteScope(session)
     return WriteScope(session)

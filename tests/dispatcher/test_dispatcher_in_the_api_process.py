@@ -1,14 +1,12 @@
-"""The dispatcher on an event loop of its own (dispatcher.own_loop), in the process that serves the API: the
-service in-process (the app over httpx.ASGITransport, the wall clock, its dispatcher) on a real store and a real
-HTTP target. A job created through the API fires at once although the dispatcher, with nothing due, would not
-look again for a minute (the API's wake-up crosses to the dispatcher's loop; on PostgreSQL its NOTIFY does too);
-an attempt in flight at shutdown finishes within the grace and is recorded; the dispatcher's thread ends with
-the app."""
+"""Both roles in one process (dispatcher/here.py: the dispatcher on the API's event loop): the service in-process
+(the app over httpx.ASGITransport, the wall clock, its dispatcher) on a real store and a real HTTP target. A job
+created through the API fires at once although the dispatcher, with nothing due, would not look again for a
+minute (the API wakes its own dispatcher; on PostgreSQL its NOTIFY does too); an attempt in flight at shutdown
+finishes within the grace and is recorded."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Iterator
 
@@ -32,10 +30,6 @@ def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         yield url
 
 
-def dispatcher_threads() -> list[threading.Thread]:
-    return [thread for thread in threading.enumerate() if thread.name == "dispatcher-loop"]
-
-
 def test_a_job_made_through_the_api_fires_at_once_and_its_attempt_in_flight_ends_within_the_grace(
     database_url: str, target: TargetServer
 ) -> None:
@@ -44,14 +38,12 @@ def test_a_job_made_through_the_api_fires_at_once_and_its_attempt_in_flight_ends
     target.respond("/slow", delay=1.0)
     job = {"properties": {"action": {"type": "Http", "request": {"uri": target.url("/slow"), "method": "GET"}}}}
     first = {"properties": {"action": {"type": "Http", "request": {"uri": target.url("/first"), "method": "GET"}}}}
-    before = len(dispatcher_threads())
 
-    async def scenario() -> tuple[list[int], int, float]:
+    async def scenario() -> tuple[list[int], float]:
         async with (
             app.router.lifespan_context(app),
             httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client,
         ):
-            running = len(dispatcher_threads())
             statuses = [
                 (await client.put(COLLECTION, params=API, json={"location": "westus"})).status_code,
                 (await client.put(f"{COLLECTION}/jobs/first", params=API, json=first)).status_code,
@@ -63,13 +55,11 @@ def test_a_job_made_through_the_api_fires_at_once_and_its_attempt_in_flight_ends
             started = time.monotonic()
             await asyncio.to_thread(target.wait_for, 1, BOUND, "/slow")  # the request reached the target
             waited = time.monotonic() - started
-        return statuses, running, waited  # the lifespan's end waited for the attempt (grace 20 s)
+        return statuses, waited  # the lifespan's end waited for the attempt (grace 20 s)
 
-    statuses, running, waited = asyncio.run(scenario())
+    statuses, waited = asyncio.run(scenario())
     assert statuses == [201, 201, 201]
-    assert running == before + 1, "the dispatcher runs on a thread of its own while the app runs"
     assert waited < BOUND and len(target.requests("/slow")) == 1
-    assert len(dispatcher_threads()) == before, "the dispatcher's thread ended with the app"
 
     # The attempt that was in flight when the app stopped was recorded as completed (read by a new app).
     async def history() -> httpx.Response:
