@@ -24,17 +24,8 @@ GROUPS = ("server", "roles", "store", "dispatch", "outbound", "security", "ident
 # Modules that still take a whole Settings, being rewritten under issue 50 by other hands (the process roles, the
 # way into the database); each leaves this list when it takes its groups. app.py and serving.py stay: they are
 # where the whole Settings is taken apart.
-NOT_YET_GROUPED = frozenset(
-    {
-        "api/context.py",
-        "dispatcher/action_process.py",
-        "dispatcher/firing.py",
-        "dispatcher/loop.py",
-        "dispatcher/occurrence.py",
-        "dispatcher/own_process.py",
-    }
-)
-TAKE_IT_APART = frozenset({"app.py", "serving.py", "config.py"})  # config.py: the groups' builders
+TAKE_IT_APART = frozenset({"app.py", "serving.py", "config.py", "dispatcher/role.py"})
+# config.py: the groups' builders; dispatcher/role.py: the dispatcher role's child process, as serving.py is the API's
 
 
 class Reads:
@@ -113,25 +104,12 @@ def test_no_collaborator_below_the_app_takes_the_whole_settings() -> None:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         module = path.relative_to(PACKAGE).as_posix()
-        if module in TAKE_IT_APART or module in NOT_YET_GROUPED:
+        if module in TAKE_IT_APART:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _takes_settings(node):
                 found.append(f"{module}: {node.name}")
     assert found == []
-
-
-def test_the_not_yet_grouped_list_names_only_modules_that_still_take_settings() -> None:
-    """So that the list shrinks as modules take their groups (or are deleted), instead of excusing them."""
-    still = set()
-    for module in NOT_YET_GROUPED:
-        path = PACKAGE / module
-        if path.exists() and any(
-            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _takes_settings(node)
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        ):
-            still.add(module)
-    assert still == NOT_YET_GROUPED
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this system")

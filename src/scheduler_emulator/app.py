@@ -50,7 +50,7 @@ def create_app(
     box = SecretBox(secret_key(settings.store))
     virtual = VirtualClock(settings.clock_start) if settings.clock == "virtual" else None
     clock = virtual or clock or WallClock()
-    pacing = stepping.PACING if virtual is not None else Pacing.of(settings)  # the virtual clock's is stepped
+    pacing = stepping.PACING if virtual is not None else Pacing.of(settings.dispatch)  # the virtual clock's is stepped
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -62,7 +62,15 @@ def create_app(
             await virtual.load(database)
         host = dispatcher_host
         if host is None and settings.dispatcher:
-            here = DispatcherHere(settings, database, clock=clock, metrics=app.state.metrics, pacing=pacing)
+            here = DispatcherHere(
+                database,
+                dispatch=settings.dispatch,
+                outbound=settings.outbound,
+                clock=clock,
+                metrics=app.state.metrics,
+                pacing=pacing,
+                watch_file=not settings.api,
+            )
             await here.start()
             if virtual is not None:  # the virtual clock's stepping has the dispatcher claim (stepping.py)
                 app.state.stepper = stepping.ClockStepper(virtual, here.dispatcher)

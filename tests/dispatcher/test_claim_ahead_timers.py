@@ -60,7 +60,7 @@ def test_occurrences_claimed_ahead_fire_on_time_with_few_timer_wakeups(
 
         dispatcher._on_time = counted  # type: ignore[method-assign]
 
-    _fired(database, WallClock(), settings, Recording(Actions(settings)), target, JOBS, count_wakeups)
+    _fired(database, WallClock(), settings, Recording(Actions(settings.outbound)), target, JOBS, count_wakeups)
 
     received = target.requests()
     assert len(received) == JOBS
@@ -106,7 +106,7 @@ def _fired(
     contexts the sender was handed. ``prepare`` is given the dispatcher before it starts."""
 
     async def scenario() -> list[FireContext]:
-        dispatcher = Dispatcher(database, clock=clock, settings=settings, actions=sender, metrics=Metrics())
+        dispatcher = Dispatcher(database, clock=clock, dispatch=settings.dispatch, actions=sender, metrics=Metrics())
         if prepare is not None:
             prepare(dispatcher)
         dispatcher.start()
@@ -142,7 +142,7 @@ def test_an_occurrence_claimed_ahead_is_handed_over_early_and_held_until_its_tim
         )
     settings = Settings(database_url=database.url, claim_ahead=2, poll_interval=60, shutdown_grace=10)
 
-    contexts = _fired(database, clock, settings, Recording(Actions(settings)), target, 5)
+    contexts = _fired(database, clock, settings, Recording(Actions(settings.outbound)), target, 5)
     assert len(contexts) == 5
     if type(clock) is WallClock:
         assert all(c.not_before == c.expected_time.timestamp() for c in contexts), contexts

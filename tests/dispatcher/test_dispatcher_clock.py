@@ -35,8 +35,8 @@ def run(database: Database, clock: SetClock, moves: list[datetime], target: Targ
     settings = Settings(database_url=database.url, claim_ahead=0, poll_interval=60, shutdown_grace=10)
 
     async def scenario() -> None:
-        actions = Actions(settings)
-        dispatcher = Dispatcher(database, clock=clock, settings=settings, actions=actions, metrics=Metrics())
+        actions = Actions(settings.outbound)
+        dispatcher = Dispatcher(database, clock=clock, dispatch=settings.dispatch, actions=actions, metrics=Metrics())
         dispatcher.start()
         try:
             for moment in moves:

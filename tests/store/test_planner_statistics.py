@@ -110,8 +110,10 @@ def test_a_running_dispatcher_keeps_them(database: Database, tmp_path: Path) -> 
     settings = Settings(database_url=database.url, data_dir=tmp_path, poll_interval=0.2)
 
     async def scenario() -> dict[str, bool]:
-        actions = Actions(settings)
-        dispatcher = Dispatcher(database, clock=WallClock(), settings=settings, actions=actions, metrics=Metrics())
+        actions = Actions(settings.outbound)
+        dispatcher = Dispatcher(
+            database, clock=WallClock(), dispatch=settings.dispatch, actions=actions, metrics=Metrics()
+        )
         dispatcher.start()
         try:
             deadline = time.monotonic() + 30

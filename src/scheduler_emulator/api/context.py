@@ -19,7 +19,7 @@ from starlette.requests import ClientDisconnect
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.pipeline import DEFAULT_MAX_BODY_BYTES
-from scheduler_emulator.config import Settings
+from scheduler_emulator.config_groups import DispatchSettings
 from scheduler_emulator.domain.clock import Clock
 from scheduler_emulator.domain.errors import Conflict, FieldError, InvalidName, NotFound, TooLarge
 from scheduler_emulator.schemas import strict_json
@@ -83,7 +83,7 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
 def max_body_bytes(request: Request) -> int:
     """The operator's request body cap (``--max-body-bytes``)."""
     settings = getattr(request.app.state, "settings", None)
-    return int(getattr(settings, "max_body_bytes", DEFAULT_MAX_BODY_BYTES))
+    return DEFAULT_MAX_BODY_BYTES if settings is None else settings.server.max_body_bytes
 
 
 def validated(model: type[M], body: dict[str, Any]) -> M:
@@ -113,21 +113,21 @@ def wake_dispatcher(request: Request, not_before: datetime | None = None) -> Non
         dispatcher.wake(not_before)
 
 
-def wake_lookahead(settings: Settings) -> timedelta | None:
+def wake_lookahead(dispatch: DispatchSettings) -> timedelta | None:
     """How far past the wall clock's time a change must make a job due for the dispatchers to need waking
     (store.wakeups.wake_needed): every dispatcher looks again by itself within its poll interval and then
     claims this far ahead. Other processes sharing the database may poll less often than this one: up to a
     minute is assumed, and the largest claim-ahead allowed (a job due later than that needs no wake-up
     anywhere). None under ``--clock virtual``, in every process sharing it: due times are virtual, so no wall
     clock horizon applies, and every change wakes the dispatchers and has them re-check what they claimed."""
-    if settings.clock == "virtual":
+    if dispatch.virtual_clock:
         return None
-    return timedelta(seconds=max(settings.poll_interval, MAX_ASSUMED_POLL) + max(settings.claim_ahead, 10.0))
+    return timedelta(seconds=max(dispatch.poll_interval, MAX_ASSUMED_POLL) + max(dispatch.claim_ahead, 10.0))
 
 
 def retry_floor(request: Request) -> timedelta:
     """The operator's retry-interval floor for paid plans (``--min-retry-interval``)."""
-    return timedelta(seconds=request.app.state.settings.min_retry_interval)
+    return timedelta(seconds=request.app.state.settings.dispatch.min_retry_interval)
 
 
 def write_locks(request: Request) -> list[str]:
@@ -175,7 +175,7 @@ async def in_write_scope(request: Request, work: Callable[[WriteScope], T], *, w
     may make a job due earlier, so wake the dispatchers once it is committed, unless every job it changed noted
     (store.wakeups.note_due) that it is not due before they look anyway."""
     database: Database = request.app.state.database
-    lookahead = wake_lookahead(request.app.state.settings)
+    lookahead = wake_lookahead(request.app.state.settings.dispatch)
 
     def run() -> tuple[T, bool, datetime | None]:
         looks_by = None if lookahead is None else datetime.now(UTC) + lookahead  # the dispatchers, by themselves

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Protocol
 
-from scheduler_emulator.config import Settings
+from scheduler_emulator.config_groups import OutboundSettings
 from scheduler_emulator.dispatcher.actions import ActionRunner, FireContext, Outcome
 from scheduler_emulator.dispatcher.actions.http import HttpAction
 from scheduler_emulator.dispatcher.actions.session import SharedSession
@@ -75,18 +75,18 @@ class Actions:
     runners share the process's one aiohttp session. Whatever an attempt reports passes here, so this is
     where the job's secrets are scrubbed from it, whichever runner wrote it."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.session = SharedSession(settings.outbound.policy, settings.action_timeout)
-        self.http = HttpAction(settings.outbound, self.session)
+    def __init__(self, outbound: OutboundSettings) -> None:
+        self.session = SharedSession(outbound.policy, outbound.action_timeout)
+        self.http = HttpAction(outbound, self.session)
         self.storage_queue = OnFirstUse(
             "scheduler_emulator.dispatcher.actions.storage_queue",
             lambda module: module.StorageQueueAction(
-                settings.outbound.storage_endpoints, settings.action_timeout, self.session
+                outbound.storage_endpoints, outbound.action_timeout, self.session
             ),
         )
         self.service_bus = OnFirstUse(
             "scheduler_emulator.dispatcher.actions.service_bus",
-            lambda module: module.ServiceBusAction(settings.outbound.servicebus_endpoints, settings.action_timeout),
+            lambda module: module.ServiceBusAction(outbound.servicebus_endpoints, outbound.action_timeout),
         )
         by_payload: dict[str, ActionRunner[Any]] = {
             "request": self.http,

@@ -8,8 +8,7 @@ import asyncio
 import threading
 from datetime import datetime
 
-from scheduler_emulator.config import Settings
-from scheduler_emulator.config_groups import StoreSettings
+from scheduler_emulator.config_groups import DispatchSettings, OutboundSettings, StoreSettings
 from scheduler_emulator.dispatcher.firing import Actions
 from scheduler_emulator.dispatcher.loop import Dispatcher, Pacing
 from scheduler_emulator.domain.clock import Clock
@@ -31,12 +30,22 @@ def connection_bounds(store: StoreSettings) -> ConnectionBounds:
 class DispatcherHere:
     """A dispatcher over ``database`` run on the event loop that starts it, with this process's own actions
     (dispatcher/firing.Actions); a DispatcherHost. ``pacing``: stepping.PACING under the virtual clock, else
-    Pacing.of(settings)."""
+    Pacing.of(dispatch). ``watch_file``: see Dispatcher."""
 
     def __init__(
-        self, settings: Settings, database: Database, *, clock: Clock, metrics: Metrics, pacing: Pacing
+        self,
+        database: Database,
+        *,
+        dispatch: DispatchSettings,
+        outbound: OutboundSettings,
+        clock: Clock,
+        metrics: Metrics,
+        pacing: Pacing,
+        watch_file: bool = False,
     ) -> None:
-        self._settings = settings
+        self._dispatch = dispatch
+        self._outbound = outbound
+        self._watch_file = watch_file
         self._database = database
         self._clock = clock
         self._metrics = metrics
@@ -55,14 +64,15 @@ class DispatcherHere:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
-        self._actions = Actions(self._settings)
+        self._actions = Actions(self._outbound)
         self._dispatcher = Dispatcher(
             self._database,
             clock=self._clock,
-            settings=self._settings,
+            dispatch=self._dispatch,
             actions=self._actions,
             metrics=self._metrics,
             pacing=self._pacing,
+            watch_file=self._watch_file,
         )
         self._dispatcher.start()
 

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TypeVar
 
-from scheduler_emulator.config import Settings
+from scheduler_emulator.config_groups import DispatchSettings
 from scheduler_emulator.dispatcher.definitions import Claim, read_definition
 from scheduler_emulator.dispatcher.firing import TIMER_RESOLUTION, ActionSender
 from scheduler_emulator.dispatcher.occurrence import OccurrenceRunner, Released
@@ -60,14 +60,14 @@ class Pacing:
     """How long the batch recorder gathers small writes into one transaction (recorder.GATHER_SECONDS)."""
 
     @classmethod
-    def of(cls, settings: Settings) -> Pacing:
+    def of(cls, dispatch: DispatchSettings) -> Pacing:
         """The pacing of a dispatcher on its own schedule, as the operator's settings ask."""
-        return cls(claims_on_schedule=True, claim_ahead=settings.claim_ahead, gather_seconds=GATHER_SECONDS)
+        return cls(claims_on_schedule=True, claim_ahead=dispatch.claim_ahead, gather_seconds=GATHER_SECONDS)
 
 
 class Dispatcher:
     """Fires every due occurrence once. Start with :meth:`start`, stop with :meth:`stop`; call
-    :meth:`wake` after any change that may make a job due earlier. ``pacing`` (default: Pacing.of(settings))
+    :meth:`wake` after any change that may make a job due earlier. ``pacing`` (default: Pacing.of(dispatch))
     says whether it claims on its own schedule or only when asked (:meth:`start_due`)."""
 
     def __init__(
@@ -75,15 +75,17 @@ class Dispatcher:
         database: Database,
         *,
         clock: Clock,
-        settings: Settings,
+        dispatch: DispatchSettings,
         actions: ActionSender,
         metrics: Metrics,
         pacing: Pacing | None = None,
+        watch_file: bool = False,
     ) -> None:
         self.metrics = metrics
         self.clock = clock
-        self.settings = settings
-        self.pacing = pacing = pacing or Pacing.of(settings)
+        self.settings = dispatch
+        self.watch_file = watch_file  # a SQLite file's changes by other processes wake it (store/wakeups.py)
+        self.pacing = pacing = pacing or Pacing.of(dispatch)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"[:64]
         self.wall = WallClock()  # heartbeats and leases: real time whatever the scheduling clock
         self.store = DispatchStore(
@@ -92,7 +94,7 @@ class Dispatcher:
             read_definition=read_definition,
             clock=clock,
             wall=self.wall,
-            history_max_entries=settings.history_max_entries,
+            history_max_entries=dispatch.history_max_entries,
         )
         self.recorder = BatchRecorder(
             self.store.write, gather=pacing.gather_seconds, on_batch=metrics.write_batches.inc
@@ -101,7 +103,7 @@ class Dispatcher:
         self.runner = OccurrenceRunner(
             recorder=self.recorder,
             clock=clock,
-            settings=settings,
+            dispatch=dispatch,
             actions=actions,
             metrics=metrics,
             stopping=self._stopping,
@@ -111,8 +113,8 @@ class Dispatcher:
         self._sleeping_until: datetime | None = None  # when the loop next looks for due work by itself
         self._noted: datetime | None = None  # the earliest ``not_before`` of wake-ups during the current cycle
         self._wakeups: Wakeups | None = None
-        self.lease = timedelta(seconds=settings.lease_seconds)
-        self._half_lease = settings.lease_seconds / 2
+        self.lease = timedelta(seconds=dispatch.lease_seconds)
+        self._half_lease = dispatch.lease_seconds / 2
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._renewal: asyncio.Task[None] | None = None
@@ -152,7 +154,7 @@ class Dispatcher:
         self._task = asyncio.create_task(self._loop(), name="dispatcher")
         # A process that serves the API wakes its dispatcher itself (api.context.wake_dispatcher); one that does
         # not learns of the API's changes on a SQLite file by watching it (store.wakeups.SqliteWakeups).
-        self._wakeups = self.store.wakeups(self.wake, watch_file=not self.settings.api)
+        self._wakeups = self.store.wakeups(self.wake, watch_file=self.watch_file)
         if self._wakeups is not None:
             self._wakeups.start()
 

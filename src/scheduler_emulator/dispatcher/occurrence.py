@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler_emulator.config import Settings
+from scheduler_emulator.config_groups import DispatchSettings
 from scheduler_emulator.dispatcher.actions import FireContext
 from scheduler_emulator.dispatcher.definitions import Claim
 from scheduler_emulator.dispatcher.firing import TIMER_RESOLUTION, ActionSender
@@ -50,7 +50,7 @@ class OccurrenceRunner:
         *,
         recorder: BatchRecorder,
         clock: Clock,
-        settings: Settings,
+        dispatch: DispatchSettings,
         actions: ActionSender,
         metrics: Metrics,
         stopping: asyncio.Event,
@@ -61,7 +61,7 @@ class OccurrenceRunner:
         process frozen while it waited may have lost it to another dispatcher: it then stops, as Released)."""
         self.recorder = recorder
         self.clock = clock
-        self.settings = settings
+        self.settings = dispatch
         self.actions = actions
         self.metrics = metrics
         self.stopping = stopping

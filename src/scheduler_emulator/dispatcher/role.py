@@ -70,7 +70,15 @@ async def _dispatch(settings: Settings) -> None:
     loop.add_signal_handler(signal.SIGTERM, stop_with, settings.shutdown_grace)
     loop.add_reader(sys.stdin.fileno(), on_input)
     database = Database(settings.store.url, SecretBox(secret_key(settings.store)), connection_bounds(settings.store))
-    host = DispatcherHere(settings, database, clock=WallClock(), metrics=Metrics(), pacing=Pacing.of(settings))
+    host = DispatcherHere(
+        database,
+        dispatch=settings.dispatch,
+        outbound=settings.outbound,
+        clock=WallClock(),
+        metrics=Metrics(),
+        pacing=Pacing.of(settings.dispatch),
+        watch_file=True,  # the API runs in another process: its writes are announced in the store
+    )
     try:
         await host.start()
         tune_garbage_collector()
