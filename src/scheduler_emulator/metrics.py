@@ -4,6 +4,9 @@ prometheus_client's multiprocess files, which its parent reads into its own ``GE
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import os
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -17,7 +20,7 @@ class _Part:
     """The families of ``registry`` whose being a dispatcher's is ``dispatcher`` (a collector, for
     generate_latest)."""
 
-    def __init__(self, registry: CollectorRegistry | MultiProcessCollector, dispatcher: bool) -> None:
+    def __init__(self, registry: CollectorRegistry | _WrittenFiles, dispatcher: bool) -> None:
         self.registry = registry
         self.dispatcher = dispatcher
 
@@ -102,11 +105,28 @@ class Metrics:
         return generate_latest(_Part(self.registry, dispatcher))
 
 
+class _WrittenFiles:
+    """The metrics files the processes started with ``PROMETHEUS_MULTIPROC_DIR=directory`` have written (a
+    collector, for generate_latest). A file another process is still creating has no header yet (fewer than 8
+    bytes): it is left out until it has one, rather than failing the read (MultiProcessCollector.collect reads
+    every ``*.db`` file of the directory)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def collect(self) -> list[Metric]:
+        files = []
+        for path in glob.glob(os.path.join(self.directory, "*.db")):
+            with contextlib.suppress(OSError):  # an ended process's file, removed meanwhile
+                if os.path.getsize(path) >= 8:
+                    files.append(path)
+        return MultiProcessCollector.merge(files, accumulate=True)  # type: ignore[no-untyped-call,no-any-return]
+
+
 def cycles_counted(directory: str) -> float:
     """How many times the dispatchers started with ``PROMETHEUS_MULTIPROC_DIR=directory`` looked for due work
     (``scheduler_dispatcher_cycles_total``): above 0 once the first has registered and claimed."""
-    collector = MultiProcessCollector(None, path=directory)  # type: ignore[no-untyped-call]
-    families: list[Metric] = collector.collect()  # type: ignore[no-untyped-call]
+    families = _WrittenFiles(directory).collect()
     return sum(
         sample.value
         for family in families
@@ -120,5 +140,4 @@ def dispatcher_part(directory: str) -> bytes:
     """Prometheus text of the dispatcher's families (Metrics.DISPATCHER_FAMILIES) that the processes started with
     ``PROMETHEUS_MULTIPROC_DIR=directory`` recorded: counters summed over every such process that ran, gauges
     over those alive (prometheus_client.multiprocess.mark_process_dead forgets an ended one's)."""
-    collector = MultiProcessCollector(None, path=directory)  # type: ignore[no-untyped-call]
-    return generate_latest(_Part(collector, dispatcher=True))
+    return generate_latest(_Part(_WrittenFiles(directory), dispatcher=True))

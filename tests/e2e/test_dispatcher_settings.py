@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -18,7 +16,7 @@ import pytest
 from sqlalchemy import select
 from support.api_client import API, create_job, job_history
 from support.names import Names
-from support.processes import children_of, process_ended
+from support.processes import crash, process_ended
 from support.server import EmulatorPool, ServerProcess
 from support.target_server import TargetServer
 from support.times import parse
@@ -174,11 +172,6 @@ def _stored_rows(database_path: Path, *columns: Any) -> list[Any]:
         database.dispose()
 
 
-def _family(pid: int) -> list[int]:
-    """The process and every process under it."""
-    return [pid, *(member for child in children_of(pid) for member in _family(child))]
-
-
 def test_a_crashed_dispatchers_occurrence_is_taken_over_after_its_lease(start, target: TargetServer, tmp_path) -> None:
     target.respond("/slow", delay=4)
     first = start("--lease-seconds", "2")
@@ -196,11 +189,7 @@ def test_a_crashed_dispatchers_occurrence_is_taken_over_after_its_lease(start, t
         )
     target.wait_for(1, 10, "/slow")
     assert first.process is not None
-    # kill -9 of every process of the emulator while the attempt is in flight (its dispatcher may run in a child,
-    # which would otherwise stop by itself when the emulator is gone, handing its occurrence back at once)
-    family = _family(first.process.pid)
-    for pid in reversed(family):
-        os.kill(pid, signal.SIGKILL)
+    family = crash(first.process.pid)  # every process of the emulator, while the attempt is in flight
     first.wait_exit(10)
     wait_until(lambda: all(process_ended(pid) for pid in family), 10, "the killed server's processes to end")
     # Its heartbeat as the store holds it: when its lease runs out, by the store's clock (it beats no more).

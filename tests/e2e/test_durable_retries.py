@@ -18,6 +18,7 @@ from sqlalchemy import select
 from support.api_client import API, create_job, job_history
 from support.databases import fresh_database, require_postgres
 from support.names import Names
+from support.processes import crash, process_ended
 from support.server import EmulatorPool, ServerProcess
 from support.target_server import TargetServer
 from support.times import parse
@@ -123,8 +124,9 @@ def test_a_kill_during_an_attempt_sends_only_that_attempt_again(store_url, start
     target.respond(path, status=500, delay=1.5)  # each attempt is in flight for 1.5 s
     target.wait_for(2, 30, path)  # retry 1 in flight
     assert first.process is not None
-    first.process.kill()
+    family = crash(first.process.pid)  # every process of the emulator (tests/support/processes.py)
     first.wait_exit(10)
+    wait_until(lambda: all(process_ended(pid) for pid in family), 10, "the killed server's processes to end")
     second = start(store_url, "--lease-seconds", "2")
     with second.client() as client:
         _faulted(client, names)

@@ -3,6 +3,7 @@ ending it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -14,6 +15,22 @@ def children_of(pid: int) -> list[int]:
         for task in os.listdir(f"/proc/{pid}/task")
         for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()
     ]
+
+
+def family_of(pid: int) -> list[int]:
+    """The process and every process under it (the emulator's dispatcher child, say)."""
+    return [pid, *(member for child in children_of(pid) for member in family_of(child))]
+
+
+def crash(pid: int) -> list[int]:
+    """kill -9 of the process and of every process under it, the youngest first, as a machine's crash or an
+    out-of-memory kill of a container would end them (the emulator's dispatcher child, left alone, would stop by
+    itself once its parent is gone, handing its occurrences back). The pids killed."""
+    family = family_of(pid)
+    for member in reversed(family):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(member, signal.SIGKILL)
+    return family
 
 
 def process_ended(pid: int) -> bool:
