@@ -12,8 +12,8 @@ from cryptography.fernet import Fernet
 from support.databases import fresh_database
 
 from scheduler_emulator.service import collections, deployments, resource_groups
-from scheduler_emulator.service.collections import CollectionRef
 from scheduler_emulator.service.deployments import DeploymentRef, Policy
+from scheduler_emulator.service.refs import CollectionRef
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.secrets import SecretBox
 

@@ -19,7 +19,7 @@ from support.scratch_store import T0, add_collection, add_job
 
 from scheduler_emulator.domain.errors import Conflict
 from scheduler_emulator.service import jobs
-from scheduler_emulator.service.collections import CollectionRef
+from scheduler_emulator.service.refs import CollectionRef
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow

@@ -23,7 +23,7 @@ from scheduler_emulator.domain.describe import describe_schedule
 from scheduler_emulator.schemas.job_collection import stored_limits
 from scheduler_emulator.schemas.job_shape import masked
 from scheduler_emulator.service import collections, jobs
-from scheduler_emulator.service.collections import CollectionRef
+from scheduler_emulator.service.refs import CollectionRef
 from scheduler_emulator.store import overview as overview_queries
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow

@@ -23,7 +23,7 @@ from scheduler_emulator.api.rendering import job_to_wire
 from scheduler_emulator.schemas.job import JobDefinitionIn
 from scheduler_emulator.schemas.member_names import canonical_names
 from scheduler_emulator.service import collections, jobs
-from scheduler_emulator.service.collections import CollectionRef
+from scheduler_emulator.service.refs import CollectionRef
 from scheduler_emulator.store.write_scope import WriteScope
 
 router = APIRouter()

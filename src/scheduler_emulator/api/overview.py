@@ -19,8 +19,8 @@ from scheduler_emulator.api.context import in_read_session, now
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.domain.describe import describe_schedule
 from scheduler_emulator.service import collections, jobs
-from scheduler_emulator.service.collections import CollectionRef
 from scheduler_emulator.service.overview import AttemptCounts
+from scheduler_emulator.service.refs import CollectionRef
 from scheduler_emulator.store import overview as queries
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow

@@ -80,9 +80,7 @@ class Actions:
         self.http = HttpAction(outbound, self.session)
         self.storage_queue = OnFirstUse(
             "scheduler_emulator.dispatcher.actions.storage_queue",
-            lambda module: module.StorageQueueAction(
-                outbound.storage_endpoints, outbound.action_timeout, self.session
-            ),
+            lambda module: module.StorageQueueAction(outbound.storage_endpoints, outbound.action_timeout, self.session),
         )
         self.service_bus = OnFirstUse(
             "scheduler_emulator.dispatcher.actions.service_bus",

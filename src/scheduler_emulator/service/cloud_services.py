@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from scheduler_emulator.domain.errors import Conflict, NotFound
 from scheduler_emulator.service import collections
-from scheduler_emulator.service.collections import CollectionRef
+from scheduler_emulator.service.refs import CollectionRef
 from scheduler_emulator.service.validation import check_name_length
 from scheduler_emulator.store import classic as store
 from scheduler_emulator.store import repository as repo

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,20 +15,12 @@ from scheduler_emulator.domain.merge import merge_patch
 from scheduler_emulator.domain.regions import display_location
 from scheduler_emulator.schemas.job_collection import JobCollectionIn, stored_limits
 from scheduler_emulator.service import jobs as job_rules
+from scheduler_emulator.service.refs import CollectionRef
 from scheduler_emulator.service.validation import check_name_length, read_model
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.models import JobCollectionRow
 
 log = logging.getLogger("scheduler_emulator.service")
-
-
-@dataclass(frozen=True, kw_only=True)
-class CollectionRef:
-    """Where a job collection lives: subscription, resource group (a classic cloud service), name."""
-
-    subscription_id: str
-    resource_group: str
-    name: str
 
 
 def find(session: Session, ref: CollectionRef) -> JobCollectionRow | None:

@@ -26,8 +26,8 @@ from scheduler_emulator.schemas.job import JobDefinitionIn, strip_secrets
 from scheduler_emulator.schemas.job_collection import JobCollectionIn
 from scheduler_emulator.schemas.member_names import canonical_names
 from scheduler_emulator.service import collections, deployments, jobs
-from scheduler_emulator.service.collections import CollectionRef
 from scheduler_emulator.service.deployments import COLLECTION_TYPE, JOB_TYPE, DeploymentRef, Policy
+from scheduler_emulator.service.refs import CollectionRef
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store import resources as store
 from scheduler_emulator.store.database import Database

@@ -10,7 +10,7 @@ import json
 import logging
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
@@ -26,14 +26,12 @@ from scheduler_emulator.domain.states import JobState
 from scheduler_emulator.schemas.job import HttpAuthentication, JobDefinitionIn, JobProperties
 from scheduler_emulator.schemas.job_collection import stored_limits
 from scheduler_emulator.schemas.job_shape import ACTION_PLACES, ActionPlace, keep_omitted_secrets, strip_secrets
+from scheduler_emulator.service.refs import CollectionRef
 from scheduler_emulator.service.validation import check_name_length, read_model
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 from scheduler_emulator.store.wakeups import note_due
 from scheduler_emulator.store.write_scope import WriteScope
-
-if TYPE_CHECKING:  # service.collections imports this module
-    from scheduler_emulator.service.collections import CollectionRef
 
 log = logging.getLogger("scheduler_emulator.service")
 

@@ -25,13 +25,19 @@ from sqlalchemy.orm import Session, aliased
 from scheduler_emulator.store.models import (
     COLLECTIONS,
     JOBS,
+    ArmOperationRow,
     ClassicOperationRow,
     CloudServiceRow,
+    DeploymentOperationRow,
+    DeploymentRow,
     EmulatorSettingRow,
+    GenericResourceRow,
     JobCollectionRow,
     JobHistoryRow,
     JobRow,
     OccurrenceRow,
+    ProviderRegistrationRow,
+    ResourceGroupRow,
 )
 
 FINAL_STATES = ("Completed", "Faulted")
@@ -313,13 +319,24 @@ def write_setting(session: Session, name: str, value: str) -> None:
 
 
 def reset_everything(session: Session) -> None:
-    """Remove every collection, job, history entry, occurrence record, classic cloud service and operation
-    (the emulator's settings, its dispatchers and its clock stay)."""
-    for table in (JobHistoryRow, OccurrenceRow, JobRow, JobCollectionRow, CloudServiceRow, ClassicOperationRow):
+    """Remove every collection, job, history entry, occurrence record, classic cloud service and operation, and
+    everything the front door keeps (deployments, resource groups, generic resources, provider registrations,
+    ARM operations); the emulator's settings, its dispatchers and its clock stay."""
+    for table in (
+        JobHistoryRow,
+        OccurrenceRow,
+        JobRow,
+        JobCollectionRow,
+        CloudServiceRow,
+        ClassicOperationRow,
+        DeploymentOperationRow,
+        DeploymentRow,
+        GenericResourceRow,
+        ResourceGroupRow,
+        ProviderRegistrationRow,
+        ArmOperationRow,
+    ):
         session.execute(delete(table))
-    from scheduler_emulator.store.resources import reset_front_door  # it builds on this module
-
-    reset_front_door(session)
 
 
 def scheduled_jobs_due_by(session: Session, until: datetime) -> list[JobRow]:

@@ -192,16 +192,3 @@ def record_arm_operation(session: Session, operation_id: str, subscription: str,
 
 def arm_operation(session: Session, operation_id: str) -> ArmOperationRow | None:
     return session.get(ArmOperationRow, operation_id)
-
-
-def reset_front_door(session: Session) -> None:
-    """Remove everything the front door keeps (for the emulator's reset)."""
-    for table in (
-        DeploymentOperationRow,
-        DeploymentRow,
-        GenericResourceRow,
-        ResourceGroupRow,
-        ProviderRegistrationRow,
-        ArmOperationRow,
-    ):
-        session.execute(delete(table))

@@ -19,7 +19,7 @@ from scheduler_emulator.store.wakeups import announce_in_file, notify_dispatcher
 
 
 class NamedCollection(Protocol):
-    """Where a job collection lives (service.collections.CollectionRef, or its row)."""
+    """Where a job collection lives (service.refs.CollectionRef, or its row)."""
 
     @property
     def subscription_id(self) -> str: ...

@@ -20,7 +20,7 @@ from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.domain.states import JobState
 from scheduler_emulator.schemas.job import service_spelling
 from scheduler_emulator.service import cloud_services, collections, jobs
-from scheduler_emulator.service.collections import CollectionRef
+from scheduler_emulator.service.refs import CollectionRef
 from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
 
 # The fields of a classic job a client may send; "id" and "status" (read-only) are dropped, as is the
