@@ -7,8 +7,10 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     ColumnElement,
     Insert,
+    Integer,
     Select,
     Text,
     bindparam,
@@ -23,7 +25,6 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.orm import Session, aliased
 
 from scheduler_emulator.store.models import (
-    COLLECTIONS,
     JOBS,
     ClassicOperationRow,
     CloudServiceRow,
@@ -134,7 +135,8 @@ def find_collection_and_job(
 
 def _collection_version() -> ColumnElement[str]:
     """A collection row's version, which every change to the row changes: the transaction that wrote it
-    (PostgreSQL's ``xmin``), changed by every UPDATE (never by a row lock)."""
+    (PostgreSQL's ``xmin``), changed by every UPDATE (never by a row lock). The guarded insert's function compares
+    it the same way (``xmin::text``: migrations/versions/0012_job_slot_function.py)."""
     return sql_cast(literal_column("job_collections.xmin"), Text)
 
 
@@ -190,31 +192,36 @@ def insert_job(session: Session, job: JobRow) -> None:
 def _guarded_job_insert() -> Insert:
     """The one guarded insert: INSERT a new job only while its name is free, its collection's row is still the
     version read (``collection_version``) and the collection holds fewer than ``max_jobs`` jobs; RETURNING its
-    id (PostgreSQL: ``ON CONFLICT DO NOTHING`` on the name's unique index)."""
+    id. The collection's write lock (``lock``) is taken inside the statement, by the function that then checks the
+    collection (``scheduler_job_slot``, migrations/versions/0012_job_slot_function.py: on a snapshot taken once the
+    lock is granted); the name by ``ON CONFLICT DO NOTHING`` on its unique index. One statement, one round trip,
+    where a lock of its own before the insert was one more."""
     values = [bindparam(name, type_=JOBS.c[name].type) for name in _NEW_JOB_COLUMNS]  # rendered with casts
-    collection = bindparam("collection_id", type_=JOBS.c.collection_id.type)
-    count = select(func.count()).select_from(JOBS).where(JOBS.c.collection_id == collection).scalar_subquery()
-    unchanged = (
-        select(COLLECTIONS.c.id)
-        .where(COLLECTIONS.c.id == collection, bindparam("collection_version") == _collection_version())
-        .exists()
+    slot = func.scheduler_job_slot(
+        bindparam("lock", type_=Text),
+        bindparam("collection_id", type_=JOBS.c.collection_id.type),
+        bindparam("collection_version", type_=Text),
+        bindparam("max_jobs", type_=Integer),
+        type_=Boolean,
     )
-    source = select(*values).where(count < bindparam("max_jobs"), unchanged)
     return (
         postgresql_insert(JOBS)
-        .from_select(list(_NEW_JOB_COLUMNS), source)
+        .from_select(list(_NEW_JOB_COLUMNS), select(*values).where(slot))
         .on_conflict_do_nothing(index_elements=[JOBS.c.collection_id, JOBS.c.name_key])
         .returning(JOBS.c.id)
     )
 
 
-def insert_job_if_unchanged(session: Session, job: JobRow, *, collection_version: str, max_jobs: int) -> bool:
-    """Insert the new ``job`` (not added to the session) in the session's transaction if what it was built from
-    still holds: its name free, its collection unchanged since it was read at ``collection_version``, fewer than
-    ``max_jobs`` jobs in the collection. The caller holds the collection's write lock (taken after the read), so
-    the insert counts what every write before the lock committed. True (``job.id`` set) when inserted; False when
-    nothing was written (the session's objects are expired, to be read again in the same transaction)."""
-    params = {**_new_job_values(job), "collection_version": collection_version, "max_jobs": max_jobs}
+def insert_job_if_unchanged(
+    session: Session, job: JobRow, *, lock: str, collection_version: str, max_jobs: int
+) -> bool:
+    """Take the write lock named ``lock`` (store.write_scope.collection_lock) and insert the new ``job`` (not added
+    to the session) in the session's transaction if what it was built from still holds: its name free, its
+    collection unchanged since it was read at ``collection_version``, fewer than ``max_jobs`` jobs in the
+    collection, counted once the lock is granted (so every write that held it before has committed). True
+    (``job.id`` set) when inserted; False when nothing was written (the lock is held all the same, and the
+    session's objects are expired, to be read again in the same transaction)."""
+    params = {**_new_job_values(job), "lock": lock, "collection_version": collection_version, "max_jobs": max_jobs}
     row = session.connection().execute(_guarded_job_insert(), params).first()
     if row is None:
         session.expire_all()
