@@ -113,7 +113,11 @@ def _create_before_locking(
     the collection or took the name between the read and the lock), the write is decided again under the lock,
     which is then held, from what is stored then: its inputs changed, so the job is built again from them."""
     session = scope.session
-    found = repo.find_collection_job_and_version(session, ref.subscription_id, ref.resource_group, ref.name, name)
+    found = scope.read_before_locking(
+        lambda unlocked: repo.find_collection_job_and_version(
+            unlocked, ref.subscription_id, ref.resource_group, ref.name, name
+        )
+    )
     if found is None:
         raise NotFound("job collection", ref.name)
     collection, existing, count, version = found
