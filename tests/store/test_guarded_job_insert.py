@@ -38,9 +38,9 @@ def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
 
 def read_version(database: Database, collection_id: int) -> str:
     with database.session() as session:
-        found = repo.find_collection_job_and_version(session, "s", "g", "c", "new")
-        assert found is not None and found[0].id == collection_id and found[1] is None
-        return found[3]
+        basis = repo.find_create_basis(session, "s", "g", "c", "new")
+        assert basis is not None and basis.collection.id == collection_id and basis.existing_id is None
+        return basis.version
 
 
 def new_job(collection_id: int, name: str = "new") -> JobRow:
