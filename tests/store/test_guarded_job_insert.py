@@ -21,7 +21,7 @@ from scheduler_emulator.domain.errors import Conflict
 from scheduler_emulator.service import jobs
 from scheduler_emulator.service.collections import CollectionRef
 from scheduler_emulator.store import repository as repo
-from scheduler_emulator.store.database import ConnectionBounds, Database
+from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobCollectionRow, JobRow
 from scheduler_emulator.store.write_scope import write_scope
 
@@ -213,22 +213,20 @@ def test_a_create_whose_name_was_taken_meanwhile_replaces_that_job(
 
 
 def test_a_lock_not_granted_in_time_is_sqlalchemys_error(database: Database) -> None:
-    """The lock and the insert are one statement through SQLAlchemy, outside the request's transaction: a lock not
-    granted within the connection's lock_timeout (store.database.ConnectionBounds) is SQLAlchemy's
-    OperationalError (the database's state: the API answers 503), nothing is written, and the pool's connection
-    serves the next insert."""
+    """The lock and the insert go through the session: a lock not granted within the session's lock_timeout is
+    SQLAlchemy's OperationalError (the database's state: the API answers 503), the transaction writes nothing,
+    and the pool's connection serves the next insert."""
     collection = add_collection(database)
     version = read_version(database, collection)
-    bounded = Database(database.url, database.secret_box, ConnectionBounds.for_lease(30, lock=0.2))
-    try:
-        with database.session() as holder:
-            repo.advisory_lock(holder, LOCK)
-            with pytest.raises(OperationalError, match="lock timeout"):
-                insert(bounded, new_job(collection), version)
-        assert job_names(database, collection) == []
-        assert insert(bounded, new_job(collection), version)
-    finally:
-        bounded.dispose()
+    with database.session() as holder:
+        repo.advisory_lock(holder, LOCK)
+        with pytest.raises(OperationalError, match="lock timeout"), database.session() as session:
+            session.execute(text("SET LOCAL lock_timeout = '200ms'"))
+            write_scope(database, session).insert_if_unchanged(
+                new_job(collection), collection=REF, collection_version=version, max_jobs=10
+            )
+    assert job_names(database, collection) == []
+    assert insert(database, new_job(collection), version)
 
 
 def test_creates_into_one_collection_follow_its_changes(database: Database) -> None:

@@ -113,9 +113,7 @@ def _create_before_locking(
     the collection or took the name between the read and the lock), the write is decided again under the lock,
     which is then held, from what is stored then: its inputs changed, so the job is built again from them."""
     session = scope.session
-    basis = scope.read_before_locking(
-        lambda unlocked: repo.find_create_basis(unlocked, ref.subscription_id, ref.resource_group, ref.name, name)
-    )
+    basis = repo.find_create_basis(session, ref.subscription_id, ref.resource_group, ref.name, name)
     if basis is None:
         raise NotFound("job collection", ref.name)
     collection = basis.collection

@@ -239,11 +239,11 @@ def insert_job_if_unchanged(
     session: Session, job: JobRow, *, lock: str, collection_version: str, max_jobs: int
 ) -> bool:
     """Take the write lock named ``lock`` (store.write_scope.collection_lock) and insert the new ``job`` (not added
-    to the session) if what it was built from still holds: its name free, its collection unchanged since it was
-    read at ``collection_version``, fewer than ``max_jobs`` jobs in the collection, counted once the lock is granted
-    (so every write that held it before has committed). One statement, in the session's transaction: on a session
-    in autocommit (store.write_scope.PostgresWriteScope) its own, which releases the lock as it ends. True
-    (``job.id`` set) when inserted; False when nothing was written (the session's objects are expired)."""
+    to the session) in the session's transaction if what it was built from still holds: its name free, its
+    collection unchanged since it was read at ``collection_version``, fewer than ``max_jobs`` jobs in the
+    collection, counted once the lock is granted (so every write that held it before has committed). True
+    (``job.id`` set) when inserted; False when nothing was written (the lock is held all the same, and the
+    session's objects are expired, to be read again in the same transaction)."""
     params = {**_new_job_values(job), "lock": lock, "collection_version": collection_version, "max_jobs": max_jobs}
     row = session.connection().execute(_guarded_job_insert(), params).first()
     if row is None:

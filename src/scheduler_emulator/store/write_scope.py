@@ -7,9 +7,8 @@ session which database it is on, and a job create takes one route per database (
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from sqlalchemy.orm import Session
 
@@ -17,8 +16,6 @@ from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.models import JobRow
 from scheduler_emulator.store.wakeups import notify_dispatchers
-
-T = TypeVar("T")
 
 
 class NamedCollection(Protocol):
@@ -50,10 +47,6 @@ class WriteScope:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def read_before_locking(self, read: Callable[[Session], T]) -> T:
-        """Only where ``inserts_before_locking``: see PostgresWriteScope."""
-        raise NotImplementedError("this store reads under its collection's lock, as any write")
-
     def hold(self, *keys: str) -> None:
         """Hold the write locks named ``keys`` (``collection_lock``, ``subscription:{id}``), taken in that order,
         until the transaction ends."""
@@ -74,26 +67,15 @@ class WriteScope:
 
 
 class PostgresWriteScope(WriteScope):
-    """PostgreSQL's: the lock is an advisory lock held to the end of the transaction. A new job is read
-    (``read_before_locking``) and validated before any lock, then inserted by ``insert_if_unchanged``, which takes
-    its collection's lock inside the insert: writes into one collection queue on its lock only for that statement.
-    Both run outside the transaction, each a statement on its own (Database.statement_session: no BEGIN, no
-    COMMIT), and the wake-up after such an insert too, so that a create is three round trips (the read, the insert,
-    the NOTIFY) where it was six in a transaction; the transaction's session is then never used, and costs none."""
+    """PostgreSQL's: the lock is an advisory lock held to the end of the transaction; a new job read and
+    validated before it is inserted by ``insert_if_unchanged``, so that writes into one collection queue on its
+    lock only for the INSERT and the COMMIT."""
 
     inserts_before_locking = True
 
-    def __init__(self, database: Database, session: Session) -> None:
+    def __init__(self, session: Session) -> None:
         super().__init__(session)
-        self._database = database
         self._locked: set[str] = set()
-        self._inserted_outside = False
-
-    def read_before_locking(self, read: Callable[[Session], T]) -> T:
-        """``read``, of one statement, outside the transaction and before any lock (what a new job is built
-        from); the rows it returns are detached, still loaded."""
-        with self._database.statement_session() as session:
-            return read(session)
 
     def hold(self, *keys: str) -> None:
         for key in keys:
@@ -102,31 +84,25 @@ class PostgresWriteScope(WriteScope):
                 self._locked.add(key)
 
     def announce_change(self, not_before: datetime | None = None) -> None:
-        if self._inserted_outside and not self._locked:  # the insert is committed; nothing else was written
-            with self._database.statement_session() as session:
-                notify_dispatchers(session, not_before)
-            return
         notify_dispatchers(self.session, not_before)
 
     def insert_if_unchanged(
         self, job: JobRow, *, collection: NamedCollection, collection_version: str, max_jobs: int
     ) -> bool:
-        """Insert the new ``job`` if what it was built from still holds, in one statement that takes
-        ``collection``'s lock and commits by itself, outside the transaction (store.repository.insert_job_if_unchanged:
-        its name free, the collection still at ``collection_version``, fewer than ``max_jobs`` jobs). True: inserted
-        and committed; False: nothing written and no lock held (the caller takes it, in the transaction, and reads
-        again under it)."""
+        """Take ``collection``'s lock and insert the new ``job`` if what it was built from still holds, in one
+        statement (store.repository.insert_job_if_unchanged: its name free, the collection still at
+        ``collection_version``, fewer than ``max_jobs`` jobs). True: inserted; False: nothing written, the lock
+        held, the session's objects expired (the caller reads them again under the lock, in the same transaction)."""
         key = collection_lock(collection.subscription_id, collection.resource_group, collection.name)
-        with self._database.statement_session() as session:
-            inserted = repo.insert_job_if_unchanged(
-                session, job, lock=key, collection_version=collection_version, max_jobs=max_jobs
-            )
-        self._inserted_outside = inserted
+        inserted = repo.insert_job_if_unchanged(
+            self.session, job, lock=key, collection_version=collection_version, max_jobs=max_jobs
+        )
+        self._locked.add(key)  # taken by the insert, inserted or not
         return inserted
 
 
 def write_scope(database: Database, session: Session) -> WriteScope:
     """The write scope of ``database``'s kind over ``session`` (the caller's transaction; no lock held yet)."""
     if database.dialect == "postgresql":
-        return PostgresWriteScope(database, session)
+        return PostgresWriteScope(session)
     return WriteScope(session)
