@@ -38,9 +38,9 @@ def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
 
 def read_version(database: Database, collection_id: int) -> str:
     with database.session() as session:
-        found = repo.find_collection_job_and_version(session, "s", "g", "c", "new")
-        assert found is not None and found[0].id == collection_id and found[1] is None
-        return found[3]
+        basis = repo.find_create_basis(session, "s", "g", "c", "new")
+        assert basis is not None and basis.collection.id == collection_id and basis.existing_id is None
+        return basis.version
 
 
 def new_job(collection_id: int, name: str = "new") -> JobRow:
@@ -231,15 +231,16 @@ def test_a_lock_not_granted_in_time_is_sqlalchemys_error(database: Database) -> 
 
 def test_creates_into_one_collection_follow_its_changes(database: Database) -> None:
     """Each create reads the collection with the job's name in one statement before the lock: a change of plan
-    between two creates rules the next (the create route's statements: that read, the lock, the guarded insert)."""
+    between two creates rules the next (the create route's statements: that read, then the guarded insert, which
+    takes the lock itself)."""
     collection = add_collection(database)
     statements: list[str] = []
     record = lambda _conn, _cursor, statement, *_: statements.append(statement)  # noqa: E731
     event.listen(database.engine, "before_cursor_execute", record)
     try:
         put_job(database, "first")
-        assert [s.lstrip().split()[0] for s in statements] == ["SELECT", "SELECT", "INSERT"], statements
-        assert "job_collections" in statements[0] and "pg_advisory_xact_lock" in statements[1]
+        assert [s.lstrip().split()[0] for s in statements] == ["SELECT", "INSERT"], statements
+        assert "job_collections" in statements[0] and "scheduler_job_slot" in statements[1]
         with database.session() as session:  # a change of plan: the next create reads it
             session.execute(update(JobCollectionRow).where(JobCollectionRow.id == collection).values(sku="P10Premium"))
         job, created = put_job(database, "second")

@@ -111,15 +111,15 @@ def _create_before_locking(
     the collection or took the name between the read and the lock), the write is decided again under the lock,
     which is then held, from what is stored then: its inputs changed, so the job is built again from them."""
     session = scope.session
-    found = repo.find_collection_job_and_version(session, ref.subscription_id, ref.resource_group, ref.name, name)
-    if found is None:
+    basis = repo.find_create_basis(session, ref.subscription_id, ref.resource_group, ref.name, name)
+    if basis is None:
         raise NotFound("job collection", ref.name)
-    collection, existing, count, version = found
-    if existing is None:
+    collection = basis.collection
+    if basis.existing_id is None:
         job, limits = _build(
-            JobWrite(collection=collection, name=name, raw=raw, moment=moment, floor=floor, job_count=count)
+            JobWrite(collection=collection, name=name, raw=raw, moment=moment, floor=floor, job_count=basis.job_count)
         )
-        if scope.insert_if_unchanged(job, collection=ref, collection_version=version, max_jobs=limits.max_jobs):
+        if scope.insert_if_unchanged(job, collection=ref, collection_version=basis.version, max_jobs=limits.max_jobs):
             note_due(session, job.next_execution_time, None, at_once=False)
             return collection, job, True
     scope.lock(ref)

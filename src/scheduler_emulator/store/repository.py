@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     ColumnElement,
     Insert,
+    Integer,
     Select,
     Text,
     bindparam,
@@ -23,7 +26,6 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.orm import Session, aliased
 
 from scheduler_emulator.store.models import (
-    COLLECTIONS,
     JOBS,
     ArmOperationRow,
     ClassicOperationRow,
@@ -140,24 +142,47 @@ def find_collection_and_job(
 
 def _collection_version() -> ColumnElement[str]:
     """A collection row's version, which every change to the row changes: the transaction that wrote it
-    (PostgreSQL's ``xmin``), changed by every UPDATE (never by a row lock)."""
+    (PostgreSQL's ``xmin``), changed by every UPDATE (never by a row lock). The guarded insert's function compares
+    it the same way (``xmin::text``: migrations/versions/0012_job_slot_function.py)."""
     return sql_cast(literal_column("job_collections.xmin"), Text)
 
 
 @cache
-def _collection_job_count_and_version() -> Select[JobCollectionRow, JobRow, int, str]:
-    """As _collection_job_and_count, with the collection row's version."""
-    return _collection_job_and_count().add_columns(_collection_version())
+def _collection_job_id_count_and_version() -> Select[JobCollectionRow, int | None, int, str]:
+    """The named collection, the id of its job named by the bound ``job`` (None when it has none), its job count
+    and its row's version: no job entity, whose columns (a third of a create's read) a create never uses."""
+    counted = aliased(JobRow)
+    count = select(func.count()).where(counted.collection_id == JobCollectionRow.id).scalar_subquery()
+    return (
+        select(JobCollectionRow, JobRow.id, count, _collection_version())
+        .outerjoin(JobRow, (JobRow.collection_id == JobCollectionRow.id) & (JobRow.name_key == bindparam("job")))
+        .where(*_named_collection())
+    )
 
 
-def find_collection_job_and_version(
+@dataclass(frozen=True, slots=True)
+class CreateBasis:
+    """What a new job is built from before its collection's lock is taken (find_create_basis): the collection,
+    the id of a job already holding the name (None: the name is free), the collection's job count and its row's
+    version, which the guarded insert checks (insert_job_if_unchanged)."""
+
+    collection: JobCollectionRow
+    existing_id: int | None
+    job_count: int
+    version: str
+
+
+def find_create_basis(
     session: Session, subscription: str, resource_group: str, name: str, job_name: str
-) -> tuple[JobCollectionRow, JobRow | None, int, str] | None:
-    """As find_collection_and_job, with the version of the collection's row for a guarded insert
-    (insert_job_if_unchanged; PostgreSQL only: store.write_scope.PostgresWriteScope)."""
-    row = session.execute(_collection_job_count_and_version(), _names(subscription, resource_group, name, job_name))
-    found = row.first()
-    return None if found is None else (found[0], found[1], int(found[2]), str(found[3]))
+) -> CreateBasis | None:
+    """The collection (as find_collection) with what a guarded create of its job ``job_name`` needs, in one
+    statement (PostgreSQL only: store.write_scope.PostgresWriteScope); None when there is no such collection."""
+    found = session.execute(
+        _collection_job_id_count_and_version(), _names(subscription, resource_group, name, job_name)
+    ).first()
+    if found is None:
+        return None
+    return CreateBasis(collection=found[0], existing_id=found[1], job_count=int(found[2]), version=str(found[3]))
 
 
 # A new job's row: every column of the table but its id, read from the JobRow the service built (a column added to
@@ -196,31 +221,36 @@ def insert_job(session: Session, job: JobRow) -> None:
 def _guarded_job_insert() -> Insert:
     """The one guarded insert: INSERT a new job only while its name is free, its collection's row is still the
     version read (``collection_version``) and the collection holds fewer than ``max_jobs`` jobs; RETURNING its
-    id (PostgreSQL: ``ON CONFLICT DO NOTHING`` on the name's unique index)."""
+    id. The collection's write lock (``lock``) is taken inside the statement, by the function that then checks the
+    collection (``scheduler_job_slot``, migrations/versions/0012_job_slot_function.py: on a snapshot taken once the
+    lock is granted); the name by ``ON CONFLICT DO NOTHING`` on its unique index. One statement, one round trip,
+    where a lock of its own before the insert was one more."""
     values = [bindparam(name, type_=JOBS.c[name].type) for name in _NEW_JOB_COLUMNS]  # rendered with casts
-    collection = bindparam("collection_id", type_=JOBS.c.collection_id.type)
-    count = select(func.count()).select_from(JOBS).where(JOBS.c.collection_id == collection).scalar_subquery()
-    unchanged = (
-        select(COLLECTIONS.c.id)
-        .where(COLLECTIONS.c.id == collection, bindparam("collection_version") == _collection_version())
-        .exists()
+    slot = func.scheduler_job_slot(
+        bindparam("lock", type_=Text),
+        bindparam("collection_id", type_=JOBS.c.collection_id.type),
+        bindparam("collection_version", type_=Text),
+        bindparam("max_jobs", type_=Integer),
+        type_=Boolean,
     )
-    source = select(*values).where(count < bindparam("max_jobs"), unchanged)
     return (
         postgresql_insert(JOBS)
-        .from_select(list(_NEW_JOB_COLUMNS), source)
+        .from_select(list(_NEW_JOB_COLUMNS), select(*values).where(slot))
         .on_conflict_do_nothing(index_elements=[JOBS.c.collection_id, JOBS.c.name_key])
         .returning(JOBS.c.id)
     )
 
 
-def insert_job_if_unchanged(session: Session, job: JobRow, *, collection_version: str, max_jobs: int) -> bool:
-    """Insert the new ``job`` (not added to the session) in the session's transaction if what it was built from
-    still holds: its name free, its collection unchanged since it was read at ``collection_version``, fewer than
-    ``max_jobs`` jobs in the collection. The caller holds the collection's write lock (taken after the read), so
-    the insert counts what every write before the lock committed. True (``job.id`` set) when inserted; False when
-    nothing was written (the session's objects are expired, to be read again in the same transaction)."""
-    params = {**_new_job_values(job), "collection_version": collection_version, "max_jobs": max_jobs}
+def insert_job_if_unchanged(
+    session: Session, job: JobRow, *, lock: str, collection_version: str, max_jobs: int
+) -> bool:
+    """Take the write lock named ``lock`` (store.write_scope.collection_lock) and insert the new ``job`` (not added
+    to the session) in the session's transaction if what it was built from still holds: its name free, its
+    collection unchanged since it was read at ``collection_version``, fewer than ``max_jobs`` jobs in the
+    collection, counted once the lock is granted (so every write that held it before has committed). True
+    (``job.id`` set) when inserted; False when nothing was written (the lock is held all the same, and the
+    session's objects are expired, to be read again in the same transaction)."""
+    params = {**_new_job_values(job), "lock": lock, "collection_version": collection_version, "max_jobs": max_jobs}
     row = session.connection().execute(_guarded_job_insert(), params).first()
     if row is None:
         session.expire_all()

@@ -97,12 +97,16 @@ class PostgresWriteScope(WriteScope):
     def insert_if_unchanged(
         self, job: JobRow, *, collection: NamedCollection, collection_version: str, max_jobs: int
     ) -> bool:
-        """Take ``collection``'s lock and insert the new ``job`` if what it was built from still holds
-        (store.repository.insert_job_if_unchanged: its name free, the collection still at ``collection_version``,
-        fewer than ``max_jobs`` jobs). True: inserted; False: nothing written, the lock held, the session's
-        objects expired (the caller reads them again under the lock, in the same transaction)."""
-        self.lock(collection)
-        return repo.insert_job_if_unchanged(self.session, job, collection_version=collection_version, max_jobs=max_jobs)
+        """Take ``collection``'s lock and insert the new ``job`` if what it was built from still holds, in one
+        statement (store.repository.insert_job_if_unchanged: its name free, the collection still at
+        ``collection_version``, fewer than ``max_jobs`` jobs). True: inserted; False: nothing written, the lock
+        held, the session's objects expired (the caller reads them again under the lock, in the same transaction)."""
+        key = collection_lock(collection.subscription_id, collection.resource_group, collection.name)
+        inserted = repo.insert_job_if_unchanged(
+            self.session, job, lock=key, collection_version=collection_version, max_jobs=max_jobs
+        )
+        self._locked.add(key)  # taken by the insert, inserted or not
+        return inserted
 
 
 def write_scope(database: Database, session: Session) -> WriteScope:
