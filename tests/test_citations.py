@@ -152,7 +152,6 @@ def test_a_diary_citation_is_found_and_a_section_is_not() -> None:
     ]
 
 
-@pytest.mark.skip(reason="issue 50: on once the lead's sweep has pointed src/ at sections of bench/README.md")
 def test_the_source_cites_benchmark_sections_not_sessions() -> None:
     """A comment or docstring of src/ gives a benchmark's rationale as ``bench/README.md#<section>`` (where the
     mechanism and its figures are, checked by test_every_cited_bench_section_exists) or as a script

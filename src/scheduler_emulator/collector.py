@@ -11,12 +11,13 @@ def tune_garbage_collector() -> None:
     # Everything built so far (modules, the app, SQLAlchemy and pydantic machinery: hundreds of thousands of
     # objects) lives as long as the process: frozen out of the collector, a full collection no longer walks
     # it. Those passes stalled the event loop for 70-100 ms every few seconds under load (p99 lateness at
-    # 1,000 fires/s: 69 ms before, 8 ms after; bench/README).
+    # 1,000 fires/s: 69 ms before, 8 ms after; bench/README.md#the-garbage-collector).
     gc.collect()
     gc.freeze()
     # Young objects are collected every 100,000 allocations instead of 700: a fire allocates thousands, and
     # the default made collection a steady share of each fire's CPU (3,000/s on SQLite: 2,721 → 3,000
     # fires/s, p99 1,039 → 10 ms, CPU per fire 0.38 → 0.35 ms). What survives between collections is mostly
     # occurrences claimed ahead, which each collection walks: at 3,000 fires/s on PostgreSQL, young
-    # collections took 0.20 s of a run's 7.3 s of CPU with 20,000, and 0.02 s with 100,000 (bench/README).
+    # collections took 0.20 s of a run's 7.3 s of CPU with 20,000, and 0.02 s with 100,000
+    # (bench/README.md#the-garbage-collector).
     gc.set_threshold(100_000, 50, 100)

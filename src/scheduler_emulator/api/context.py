@@ -205,7 +205,7 @@ async def in_read_session(request: Request, work: Callable[[Session], T], *, sma
     a reader wait, the same ``run`` is called here on the event loop rather than handed to a reader thread: there
     it took the interpreter lock back after each call into SQLite, behind the event loop's and the dispatcher's
     threads; with 3,000 fires/s and 100 GET job/s the reader threads used 1.46 ms of CPU per GET against about
-    0.4 ms on the loop (bench/thread_cpu.py; bench/README.md)."""
+    0.4 ms on the loop (bench/thread_cpu.py; bench/README.md#reads-of-one-statement)."""
     database: Database = request.app.state.database
 
     def run() -> T:

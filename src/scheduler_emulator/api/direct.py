@@ -4,7 +4,7 @@ For every request FastAPI walks the app's routes, checking each through its rout
 the endpoint's dependencies (each path parameter validated as a ``str`` by pydantic) and opens two exit
 stacks for dependencies with ``yield``. Profiled under 16 clients on SQLite, that was 15-22 % of the samples
 holding the interpreter lock for a ``PUT job`` or ``GET job``; serving them here cut their CPU by 11-12 %
-(bench/README.md, issue 33's fifth session). The ARM handlers need none of it: each takes the ``Request`` and
+(bench/README.md#the-apis-request-path). The ARM handlers need none of it: each takes the ``Request`` and
 its path's segments as strings, and returns a ``Response``.
 
 ``DirectRoutes`` sits first in the app's router and serves those routes itself: the route's own compiled

@@ -375,8 +375,8 @@ class Database:
         """A SQLite file's two threads that run the API's reads (None elsewhere: PostgreSQL's reads and an
         in-memory database's run on the shared worker threads). Each read on a worker thread from a pool of
         forty woke a thread that had gone idle and handed the interpreter lock to it and back; two threads that
-        stay busy while GETs keep coming cost a quarter less CPU per GET (bench/README, issue 33, fourth
-        session). Two rather than one: a slow read (a large page, an export) does not hold up every other."""
+        stay busy while GETs keep coming cost a quarter less CPU per GET (bench/README.md#the-databases-threads).
+        Two rather than one: a slow read (a large page, an export) does not hold up every other."""
         if self.dialect != "sqlite" or self._read_lock is not None:
             return None
         with self._executors_guard:
@@ -388,7 +388,7 @@ class Database:
         """The threads that run the API's other transactions (PostgreSQL's, side by side on the pool; an in-memory
         database's reads). A plain executor rather than anyio's worker threads (``run_in_threadpool``): with 16
         clients creating jobs on PostgreSQL, anyio's hand-over (its capacity limiter, cancel scope and queue) was
-        a tenth of the event loop's share of a PUT (bench/README, issue 33, ninth session)."""
+        a tenth of the event loop's share of a PUT (bench/README.md#the-databases-threads)."""
         with self._executors_guard:
             if self._workers is None:
                 self._workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="db-worker")

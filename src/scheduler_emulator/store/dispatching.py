@@ -296,7 +296,7 @@ def stale_statistics(session: Session) -> list[str]:
     """The PostgreSQL tables of PLANNED_TABLES never analyzed since rows changed, or changed by more than
     STATISTICS_FLOOR + STATISTICS_SHARE of their rows since. Autovacuum's own rule (50 rows + 10 %) never
     analyzes a table of a few dozen collections, and autovacuum may be off: a planner with no statistics joined
-    every collection's jobs for each claim (bench/README, issue 33, seventh session)."""
+    every collection's jobs for each claim (bench/README.md#the-planners-statistics-and-the-indexes)."""
     names = [table.name for table in PLANNED_TABLES]
     parameters = {"tables": names, "floor": STATISTICS_FLOOR, "share": STATISTICS_SHARE}
     return [str(name) for name in session.execute(_STALE_STATISTICS, parameters).scalars()]
