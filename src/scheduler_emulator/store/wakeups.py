@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sqlalchemy import text
+from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
+
+from scheduler_emulator.store import repository as repo
 
 log = logging.getLogger("scheduler_emulator.dispatcher")
 
@@ -68,14 +70,8 @@ def notify_dispatchers(session: Session, not_before: datetime | None = None) -> 
     commit); ``not_before`` (see earliest_noted) goes with it as the payload, so that a dispatcher that looks by
     itself before then can ignore it. PostgreSQL only: store.write_scope calls it where the database is one
     (a SQLite file: announce_in_file)."""
-    session.connection().exec_driver_sql(*notification(WAKE_AT_ONCE if not_before is None else not_before.isoformat()))
-
-
-def notification(payload: str) -> tuple[str, dict[str, str]]:
-    """A NOTIFY carrying ``payload`` (a ``not_before`` as notify_dispatchers sends it, or WAKE_AT_ONCE) as a
-    statement in the driver's (psycopg's) own SQL: for notify_dispatchers and for a pipeline of statements
-    (store.repository.insert_job_locked_and_commit)."""
-    return "SELECT pg_notify(%(channel)s, %(payload)s)", {"channel": WAKE_CHANNEL, "payload": payload}
+    payload = WAKE_AT_ONCE if not_before is None else not_before.isoformat()
+    session.execute(select(func.pg_notify(WAKE_CHANNEL, payload)))
 
 
 def wake_payload(payload: str) -> datetime | None:
@@ -119,10 +115,7 @@ def announce_in_file(session: Session, not_before: datetime | None = None) -> No
     """As notify_dispatchers, on a SQLite file: count one more change in ``WAKE_ROW`` (a FileWakeNote) within the
     writer's transaction, which holds the file's write turn; SqliteWakeups reads it. The earliest ``not_before``
     still ahead is kept, so that changes announced between two of its looks wake it as their earliest would."""
-    parameters = {"name": WAKE_ROW}
-    note = FileWakeNote.parse(
-        session.execute(text("SELECT value FROM emulator_settings WHERE name = :name"), parameters).scalar()
-    )
+    note = FileWakeNote.parse(repo.read_setting(session, WAKE_ROW))
     if not_before is None:
         note = FileWakeNote(note.changes + 1, note.at_once + 1, note.not_before)
     else:
@@ -130,13 +123,7 @@ def announce_in_file(session: Session, not_before: datetime | None = None) -> No
         if kept is None or kept <= datetime.now(UTC) or not_before < kept:
             kept = not_before
         note = FileWakeNote(note.changes + 1, note.at_once, kept)
-    session.execute(
-        text(
-            "INSERT INTO emulator_settings (name, value) VALUES (:name, :value) "
-            "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
-        ),
-        {**parameters, "value": note.render()},
-    )
+    repo.write_setting(session, WAKE_ROW, note.render())
 
 
 class SqliteWakeups:
