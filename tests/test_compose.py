@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.doc_blocks import blocks
 
 REPO = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -194,3 +195,41 @@ def test_servicebus_profile_is_wired_through_the_endpoint_mapping() -> None:
             continue
         mapping = environment(services[name])["SCHEDULER_SERVICEBUS_ENDPOINTS"]
         assert re.fullmatch(r"[\w-]+=amqp://servicebus:5672", mapping), mapping
+
+
+def readme_ci_example() -> dict[str, Any]:
+    """The README's CI job (its one ``yaml`` block), parsed."""
+    found = [block for block in blocks(Path("README.md")) if block.language == "yaml"]
+    assert len(found) == 1, f"the README should hold one CI example in a yaml block, found {len(found)}"
+    workflow = yaml.safe_load(found[0].text)
+    assert isinstance(workflow, dict), found[0].text
+    return workflow
+
+
+def test_readme_ci_example_starts_the_emulators_own_service_and_waits_for_its_health() -> None:
+    """What users copy into their CI: a compose command that this compose file accepts (checked by the real
+    docker-compose), for the emulator's own service alone, then a bounded wait on the port that service
+    publishes, and the URL the tests are given is that port."""
+    workflow = readme_ci_example()
+    [job] = workflow["jobs"].values()
+    runs = [step["run"] for step in job["steps"] if "run" in step]
+    [up] = [run for run in runs if " up " in run]
+    words = up.split()
+    assert words[:2] == ["docker", "compose"], up
+    file = words[words.index("-f") + 1]
+    assert Path(file).name == "docker-compose.yml", up
+    assert {"-d", "--build", "--no-deps"} <= set(words), up
+    service = words[-1]
+    services = compose_config()["services"]
+    assert service in services and "profiles" not in services[service], up
+    host_port = published_ports(services[service])[7480]
+
+    [wait] = [run for run in runs if "_emulator/health" in run]
+    bound = re.match(r"timeout (\d+) ", wait)
+    assert bound and 0 < int(bound.group(1)) <= 300, f"the wait must be bounded: {wait}"
+    assert f"http://127.0.0.1:{host_port}/_emulator/health" in wait, wait
+    assert "curl -fsS" in wait, "curl must fail on a 503 (-f), or an unhealthy emulator would pass the wait"
+    urls = {v for step in job["steps"] for v in (step.get("env") or {}).values()}
+    assert f"http://127.0.0.1:{host_port}" in urls, job["steps"]
+    logs = [run for run in runs if " logs " in run]
+    assert logs and logs[0].split()[-1] == service, runs

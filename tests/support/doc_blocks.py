@@ -19,7 +19,7 @@ from pathlib import Path
 from support.environment import REPO
 
 RUNNABLE = ("sh", "python", "js")  # what the runner runs; any other info string must be data or illustrative
-DATA = ("json", "text")  # shown for reading (a body, an answer), never run
+DATA = ("json", "text", "yaml")  # shown for reading (a body, an answer, a CI job: tests/test_compose.py), never run
 
 _FENCE = re.compile(r"^```(\S*)\s*$")
 _DIRECTIVE = re.compile(r"^<!--\s*(illustrative|serves):\s*(.+?)\s*-->$")
