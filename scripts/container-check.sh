@@ -283,6 +283,9 @@ api GET "$ARM/jobCollections/check/jobs/fire-once/history?$API_VERSION"
 log "after the restart the job and its history are still there (volume $VOLUME)"
 
 # --- 6. a volume the image's user cannot write -----------------------------------------------------
+# The main container still listens on 7480 in the shared namespace: stop it first, or this one refuses the port
+# before it looks at /data.
+podman stop --time 20 "$CONTAINER" >/dev/null 2>&1 || true
 readonly_dir=$workdir/readonly-data
 mkdir -m 0755 "$readonly_dir"   # owned by root: uid 10001 may read, not write
 set +e
