@@ -188,6 +188,12 @@ class Settings(BaseSettings):
         description='A JSON file of service principals: {"principals": [{"clientId", "secret"?, "certificate"? '
         '(a PEM file, relative to this one), "tenant"?, "subscription"?, "displayName"?}]}.',
     )
+    subscriptions: str | None = Field(
+        None,
+        description="Subscriptions and the tenant each belongs to, SUBSCRIPTION:TENANT, separated by commas or "
+        "spaces (with --auth issued or --auth-jwks; principals' subscriptions are declared with them; "
+        "docs/reference/authorization.md#tenants-and-subscriptions).",
+    )
     token_signing_key_file: Path | None = Field(
         None,
         description="The RSA key (PEM) the token service signs with (created 0600 on first use; default "
@@ -393,6 +399,7 @@ class Settings(BaseSettings):
         return IdentitySettings(
             principals=self.principals,
             principals_file=self.principals_file,
+            subscriptions=self.subscriptions,
             signing_key_file=self.token_signing_key_file,
             data_dir=self.data_dir,
             required=self.auth == "issued",
@@ -554,6 +561,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--principals-file.",
     )
     parser.add_argument("--principals-file", type=Path, metavar="FILE", help=describe("principals_file"))
+    parser.add_argument(
+        "--subscription",
+        action="append",
+        metavar="SUBSCRIPTION:TENANT",
+        help=describe("subscriptions").replace(", separated by commas or spaces", "") + " Repeatable.",
+    )
     parser.add_argument("--token-signing-key-file", type=Path, metavar="FILE", help=describe("token_signing_key_file"))
     parser.add_argument("--outbound-deny", metavar="CIDRS", help=describe("outbound_deny"))
     parser.add_argument("--outbound-allow", metavar="CIDRS", help=describe("outbound_allow"))
@@ -578,6 +591,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         ("storage_endpoint", "storage_endpoints"),
         ("servicebus_endpoint", "servicebus_endpoints"),
         ("principal", "principals"),
+        ("subscription", "subscriptions"),
         ("arm_site_host", "arm_site_hosts"),
     ):
         values = args.pop(repeated)

@@ -150,6 +150,7 @@ class IdentitySettings:
 
     principals: SecretStr | None
     principals_file: Path | None
+    subscriptions: str | None  # --subscription SUBSCRIPTION:TENANT entries, joined (api/authorization.py)
     signing_key_file: Path | None  # as given; None: DATA_DIR/token-signing-key.pem (api/identity/signing.py)
     data_dir: Path
     required: bool  # --auth issued: every request needs one of its tokens, so its key is read at start

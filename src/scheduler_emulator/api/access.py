@@ -19,6 +19,7 @@ from scheduler_emulator.api.identity import paths as identity_paths
 from scheduler_emulator.api.identity.tokens import InvalidToken, TokenService
 from scheduler_emulator.config import ConfigError
 from scheduler_emulator.config_groups import SecuritySettings, ServerSettings
+from scheduler_emulator.domain.authorization import ANONYMOUS, Caller
 
 log = logging.getLogger("scheduler_emulator.api")
 
@@ -83,10 +84,14 @@ class Authenticator:
         self._issuer = security.issuer
         self._keys: JwksKeys | None = JwksKeys(security.jwks) if security.jwks else None
 
-    async def check(self, path: str, authorization: str | None) -> errors.ArmError | None:
-        """None when the request may proceed, else the 401 to answer with (the caller lets health through)."""
-        if self.mode == "none" or identity_paths.is_open(path):  # a client has no token before it signs in
-            return None
+    async def check(self, path: str, authorization: str | None) -> Caller | errors.ArmError:
+        """The caller when the request may proceed (docs/reference/authorization.md: unrestricted with no auth
+        flag and with the shared ``--auth-token``; the token's tenant, object id and client with ``--auth issued``
+        and ``--auth-jwks``), else the 401 to answer with (the caller lets health through)."""
+        if self.mode == "none":
+            return Caller.UNRESTRICTED
+        if identity_paths.is_open(path):  # a client has no token before it signs in
+            return self.open_caller
         scheme, _, credential = (authorization or "").strip().partition(" ")
         credential = credential.strip()
         if scheme.lower() != "bearer" or not credential:
@@ -94,20 +99,37 @@ class Authenticator:
         if self.mode == "token":
             # Constant-time, so response timing does not reveal how much of a guess was right.
             if hmac.compare_digest(credential.encode(), self._token):
-                return None
+                return Caller.UNRESTRICTED
             return errors.authentication_failed("The bearer token is not valid.")
         if self.mode == "issued":
             assert self._issued is not None
             try:
-                self._issued.verify(credential)  # our own key, in memory: quick enough for the event loop
+                verified = self._issued.verify(credential)  # our own key, in memory: quick enough for the event loop
             except InvalidToken as exc:
                 return errors.authentication_failed(exc.message, code=exc.code)
-            return None
+            principal = verified.principal
+            return Caller(
+                tenant_id=verified.tenant,
+                object_id=principal.object_id if principal is not None else None,
+                client_id=verified.client_id,
+                issuer=verified.issuer,
+            )
         try:
-            await asyncio.to_thread(self._verify_jwt, credential)  # a JWKS URL may be fetched: not on the loop
+            claims = await asyncio.to_thread(self._verify_jwt, credential)  # a JWKS URL may be fetched: not on the loop
         except (jwt.PyJWTError, ValueError, TypeError) as exc:  # a key of the wrong type raises plain errors
             return errors.authentication_failed(f"The access token is not valid: {exc}")
-        return None
+        return Caller(
+            tenant_id=_claim(claims, "tid"),
+            object_id=_claim(claims, "oid"),
+            client_id=_claim(claims, "appid") or _claim(claims, "azp"),
+            issuer=_claim(claims, "iss"),
+        )
+
+    @property
+    def open_caller(self) -> Caller:
+        """The caller of a request on a path open without a token: unrestricted unless authorization is in
+        force (``--auth issued``, ``--auth-jwks``), where it holds nothing."""
+        return ANONYMOUS if self.mode in ("issued", "jwt") else Caller.UNRESTRICTED
 
     def _verify_jwt(self, token: str) -> dict[str, Any]:
         assert self._keys is not None
@@ -125,6 +147,11 @@ class Authenticator:
             leeway=JWT_LEEWAY_SECONDS,
             options={"require": required},
         )
+
+
+def _claim(claims: dict[str, Any], name: str) -> str | None:
+    value = claims.get(name)
+    return value if isinstance(value, str) and value else None
 
 
 class JwksKeys:

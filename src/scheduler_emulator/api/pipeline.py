@@ -7,7 +7,8 @@
                    ``api.access.HostGuard``);
 3. authentication — with ``--auth-token`` or ``--auth-jwks``, every request but ``GET /_emulator/health``
                    needs a valid bearer token → else 401 (docs/reference/security.md#inbound-authentication,
-                   ``api.access.Authenticator``);
+                   ``api.access.Authenticator``); the caller it names goes on ``request.state.caller``
+                   (docs/reference/authorization.md, ``api.authorization.Authorizer``);
 4. URL length    — at most 2048 characters (docs/reference/arm-api.md#limits);
 5. path casing   — literal ARM segments (``resourcegroups``, ``JOBCOLLECTIONS``…) are matched
                    case-insensitively by rewriting them to their canonical spelling before routing;
@@ -44,6 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.access import OPEN_PATHS, Authenticator, HostGuard
+from scheduler_emulator.domain.authorization import Caller
 from scheduler_emulator.domain.clock import Clock, WallClock
 
 log = logging.getLogger("scheduler_emulator.api")
@@ -264,9 +266,17 @@ class ArmPipeline:
         """Steps 2 and 3: the Host guard, then authentication."""
         if self.hosts is not None and (error := self.hosts.check(headers.get("host"))) is not None:
             return error
-        if self.auth is None or (scope.get("method") in ("GET", "HEAD") and scope["path"] in OPEN_PATHS):
+        if self.auth is None:
+            scope["state"]["caller"] = Caller.UNRESTRICTED
             return None
-        return await self.auth.check(scope["path"], headers.get("authorization"))
+        if scope.get("method") in ("GET", "HEAD") and scope["path"] in OPEN_PATHS:
+            scope["state"]["caller"] = self.auth.open_caller
+            return None
+        checked = await self.auth.check(scope["path"], headers.get("authorization"))
+        if isinstance(checked, errors.ArmError):
+            return checked
+        scope["state"]["caller"] = checked  # request.state.caller (api/authorization.py)
+        return None
 
     def _check(self, scope: Scope, headers: dict[str, str]) -> errors.ArmError | None:
         raw_path: str = scope["path"]

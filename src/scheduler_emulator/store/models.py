@@ -415,6 +415,29 @@ class ArmOperationRow(Base):
     created_at: Mapped[datetime] = mapped_column(index=True)
 
 
+class RoleAssignmentRow(Base):
+    """A role assignment someone made (Microsoft.Authorization roleAssignments PUT, or a template's resource):
+    ``role_definition_id`` given to ``principal_id`` at ``scope`` and below it (docs/reference/authorization.md).
+    Assignments derived from the configuration are not stored."""
+
+    __tablename__ = "role_assignments"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    name: Mapped[str] = mapped_column(String(36))  # the assignment's GUID, lower case
+    scope: Mapped[str] = mapped_column(String(400))  # as normalised (domain.authorization.normalise_scope)
+    scope_key: Mapped[str] = mapped_column(String(400), index=True)  # lower case
+    subscription_key: Mapped[str] = mapped_column(String(100), index=True)  # lower case
+    role_definition_id: Mapped[str] = mapped_column(String(36))  # the role's GUID
+    principal_id: Mapped[str] = mapped_column(String(100))
+    principal_key: Mapped[str] = mapped_column(String(100), index=True)  # lower case
+    principal_type: Mapped[str] = mapped_column(String(40))
+    created_by: Mapped[str | None] = mapped_column(String(100), nullable=True)  # the creator's object id
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+    __table_args__ = (UniqueConstraint("name"),)
+
+
 # The tables, for the statements written in SQLAlchemy Core (store.dispatching, store.dispatch_batches,
 # store.repository).
 JOBS = cast(Table, JobRow.__table__)

@@ -40,6 +40,7 @@ from scheduler_emulator.store.models import (
     OccurrenceRow,
     ProviderRegistrationRow,
     ResourceGroupRow,
+    RoleAssignmentRow,
 )
 
 FINAL_STATES = ("Completed", "Faulted")
@@ -410,3 +411,52 @@ def latest_history(session: Session, job_ids: list[int]) -> dict[int, JobHistory
         return {}
     newest = select(func.max(JobHistoryRow.id)).where(JobHistoryRow.job_id.in_(job_ids)).group_by(JobHistoryRow.job_id)
     return {entry.job_id: entry for entry in session.scalars(select(JobHistoryRow).where(JobHistoryRow.id.in_(newest)))}
+
+
+# --- role assignments (docs/reference/authorization.md) -----------------------------------------------------------
+
+
+def find_role_assignment(session: Session, name: str) -> RoleAssignmentRow | None:
+    """The stored assignment of this GUID (assignment names are unique across scopes, as in Azure)."""
+    return session.scalars(select(RoleAssignmentRow).where(RoleAssignmentRow.name == name.lower())).first()
+
+
+def put_role_assignment(session: Session, row: RoleAssignmentRow) -> None:
+    """Store a new assignment (its keys derived here)."""
+    row.name = row.name.lower()
+    row.scope_key = row.scope.lower()
+    row.principal_key = row.principal_id.lower()
+    session.add(row)
+    session.flush()
+
+
+def delete_role_assignment(session: Session, row: RoleAssignmentRow) -> None:
+    session.delete(row)
+
+
+def role_assignments_in_subscription(session: Session, subscription: str) -> list[RoleAssignmentRow]:
+    """Every stored assignment at the subscription or below it, oldest first (callers filter by scope)."""
+    query = select(RoleAssignmentRow).where(RoleAssignmentRow.subscription_key == subscription.lower())
+    return list(session.scalars(query.order_by(RoleAssignmentRow.id)))
+
+
+def role_assignments_at_scope(session: Session, scope: str) -> list[RoleAssignmentRow]:
+    """The stored assignments made exactly at ``scope`` (``$filter=atScope()`` also wants those above it)."""
+    query = select(RoleAssignmentRow).where(RoleAssignmentRow.scope_key == scope.lower())
+    return list(session.scalars(query.order_by(RoleAssignmentRow.id)))
+
+
+def role_assignments_of_principal(session: Session, principal_id: str) -> list[RoleAssignmentRow]:
+    """Every stored assignment naming this principal (its object id), at any scope, oldest first."""
+    query = select(RoleAssignmentRow).where(RoleAssignmentRow.principal_key == principal_id.lower())
+    return list(session.scalars(query.order_by(RoleAssignmentRow.id)))
+
+
+def delete_role_assignments_below(session: Session, scope: str) -> None:
+    """Remove the assignments at ``scope`` and below it (its resource is gone: ARM leaves none behind)."""
+    key = scope.lower()
+    session.execute(
+        delete(RoleAssignmentRow).where(
+            (RoleAssignmentRow.scope_key == key) | RoleAssignmentRow.scope_key.startswith(key + "/", autoescape=True)
+        )
+    )

@@ -51,6 +51,7 @@ class Caller:
     client_id: str
     tenant: str
     principal: Principal | None  # None: no longer configured
+    issuer: str = ""  # the token's ``iss``
 
 
 class TokenService:
@@ -244,7 +245,7 @@ class TokenService:
             raise InvalidToken(
                 "InvalidAuthenticationToken", f"The application '{client_id}' is no longer a configured principal."
             )
-        return Caller(client_id=client_id, tenant=tenant, principal=principal)
+        return Caller(client_id=client_id, tenant=tenant, principal=principal, issuer=issuer)
 
     def caller_of(self, authorization: str | None) -> Caller | None:
         """The caller a request's ``Authorization: Bearer`` token of ours names; None without a valid one."""
