@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from scheduler_emulator import __version__, stepping
 from scheduler_emulator.api import clock as clock_api
-from scheduler_emulator.api import dashboard, emulator, history, job_collections, jobs, overview, root
+from scheduler_emulator.api import dashboard, emulator, history, job_collections, jobs, overview, roles, root
 from scheduler_emulator.api import resources as resources_api
 from scheduler_emulator.api.access import Authenticator, HostGuard
 from scheduler_emulator.api.authorization import Authorizer
@@ -115,6 +115,7 @@ def create_app(
             app.include_router(router)
         # The same routes, served first and without FastAPI's per-request routing and dependency work.
         app.router.routes.insert(0, DirectRoutes(arm_routers))
+        app.include_router(roles.router)  # Microsoft.Authorization (docs/reference/authorization.md#the-endpoints)
         # The token service and the account endpoints az calls (they claim only their own path shapes).
         app.router.routes.append(IdentityRoute())
         app.router.routes.append(ClassicRoute())  # the classic 2014 surface (after ARM: it claims only its paths)

@@ -67,15 +67,15 @@ _SCOPE_NAME = re.compile(r"^[A-Za-z0-9_(][A-Za-z0-9_.()-]{0,99}$")
 _SUBSCRIPTION_SCOPE: dict[int, tuple[str, ...]] = {
     0: ("subscriptions",),
     2: ("providers",),
-    3: ("Microsoft.Scheduler", "Microsoft.Resources"),
-    4: ("jobCollections", "register", "unregister"),
+    3: ("Microsoft.Scheduler", "Microsoft.Resources", "Microsoft.Authorization"),
+    4: ("jobCollections", "register", "unregister", "roleAssignments", "roleDefinitions"),
 }
 _RESOURCE_GROUP_SCOPE: dict[int, tuple[str, ...]] = {
     0: ("subscriptions",),
     2: ("resourceGroups",),
     4: ("providers", "resources", "deployments"),
-    5: ("Microsoft.Scheduler", "Microsoft.Resources"),
-    6: ("jobCollections", "deployments", "operations"),
+    5: ("Microsoft.Scheduler", "Microsoft.Resources", "Microsoft.Authorization"),
+    6: ("jobCollections", "deployments", "operations", "roleAssignments", "roleDefinitions"),
     8: ("jobs", "enable", "disable", "operationStatuses", "cancel", "validate", "exportTemplate", "operations"),
     10: ("run", "history"),
 }
@@ -111,7 +111,13 @@ def is_scheduler_path(segments: list[str]) -> bool:
     ARM path belongs to the Microsoft.Resources front door."""
     if segments[2] == "providers":
         return len(segments) > 4 and segments[3] == "Microsoft.Scheduler" and segments[4] == "jobCollections"
-    return len(segments) > 6 and segments[4] == "providers" and segments[5] == "Microsoft.Scheduler"
+    # an extension resource of a collection (…/jobCollections/{c}/providers/Microsoft.Authorization/…) is not
+    return (
+        len(segments) > 6
+        and segments[4] == "providers"
+        and segments[5] == "Microsoft.Scheduler"
+        and not (len(segments) > 8 and segments[8].lower() == "providers")
+    )
 
 
 def valid_name(name: str) -> bool:

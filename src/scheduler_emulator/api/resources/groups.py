@@ -187,11 +187,11 @@ def _apply(found: list[GroupResource], terms: dict[str, str]) -> list[GroupResou
 
 
 class ForeignNamespace(Convertor[str]):
-    """A provider namespace other than the two this service hosts (canonical spelling: the pipeline rewrote
-    them), so the inert-resource route never answers for a Scheduler or Resources path (whose wrong methods
-    must stay 405, and unknown paths 404)."""
+    """A provider namespace other than the three this service hosts (canonical spelling: the pipeline rewrote
+    them; Microsoft.Authorization is api/roles.py's), so the inert-resource route never answers for their paths
+    (whose wrong methods must stay 405, and unknown paths 404)."""
 
-    regex = r"(?!(?:Microsoft\.Scheduler|Microsoft\.Resources)(?:/|$))[^/]+"
+    regex = r"(?!(?:Microsoft\.Scheduler|Microsoft\.Resources|Microsoft\.Authorization)(?:/|$))[^/]+"
 
     def convert(self, value: str) -> str:
         return value

@@ -1,0 +1,289 @@
+"""Microsoft.Authorization and the tenant rules (docs/reference/authorization.md) against started servers over HTTPS
+with ``--auth issued``, on both stores: two tenants, an Owner of subscription A, a principal of A's tenant that
+holds only what it is given, and the Owner of subscription B in tenant B. On PostgreSQL a second process shares
+the database (and the token-signing key)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from support.databases import TEST_SECRET_KEY, Backend
+from support.server import EmulatorPool, ServerProcess
+
+TENANT_A, TENANT_B = "a1a1a1a1-0000-4000-8000-00000000000a", "b2b2b2b2-0000-4000-8000-00000000000b"
+SUB_A, SUB_B = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+OWNER_A, OWNER_A_SECRET = "owner-a", "owner-a-secret"
+TEAM, TEAM_SECRET, TEAM_OID = "team-a", "team-secret", "5d5e7f34-0000-4000-8000-000000000001"
+OWNER_B, OWNER_B_SECRET = "owner-b", "owner-b-secret"
+READER_ID = "acdd72a7-3385-48ef-bd42-f606fba81ae7"
+OWNER_ID = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
+API = {"api-version": "2022-04-01"}
+ARM = "https://management.azure.com/.default"
+
+
+@dataclass
+class Servers:
+    first: ServerProcess
+    second: ServerProcess | None  # on PostgreSQL: another process on the same database
+
+
+@pytest.fixture(scope="module")
+def servers(backend: Backend, own_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    files = tmp_path_factory.mktemp("authz")
+    (files / "principals.json").write_text(
+        json.dumps(
+            {"principals": [{"clientId": TEAM, "secret": TEAM_SECRET, "tenant": TENANT_A, "objectId": TEAM_OID}]}
+        )
+    )
+    key_file = files / "signing-key.pem"
+    env = {
+        "SCHEDULER_PRINCIPALS": f"{OWNER_A}:{OWNER_A_SECRET}:{TENANT_A}:{SUB_A}, "
+        f"{OWNER_B}:{OWNER_B_SECRET}:{TENANT_B}:{SUB_B}",
+        "SCHEDULER_SECRET_KEY": TEST_SECRET_KEY,
+    }
+    flags = (
+        "--no-dispatcher",
+        "--auth",
+        "issued",
+        "--principals-file",
+        str(files / "principals.json"),
+        "--token-signing-key-file",
+        str(key_file),
+    )
+    with EmulatorPool() as pool:
+        first = pool.start(tmp_path_factory.mktemp("one"), *flags, env=env, https=True, database_url=own_database)
+        second = None
+        if backend.name == "postgresql":
+            second = pool.start(tmp_path_factory.mktemp("two"), *flags, env=env, https=True, database_url=own_database)
+        yield Servers(first, second)
+
+
+def _token(server: ServerProcess, client_id: str, secret: str, tenant: str) -> str:
+    with server.client() as client:
+        response = client.post(
+            f"/{tenant}/oauth2/v2.0/token",
+            data={"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret, "scope": ARM},
+        )
+    assert response.status_code == 200, response.text
+    return str(response.json()["access_token"])
+
+
+def _call(
+    server: ServerProcess, method: str, path: str, token: str, body: object = None, **params: str
+) -> httpx.Response:
+    with server.client() as client:
+        return client.request(
+            method, path, params={**API, **params}, json=body, headers={"Authorization": f"Bearer {token}"}
+        )
+
+
+def _owner(server: ServerProcess) -> str:
+    return _token(server, OWNER_A, OWNER_A_SECRET, TENANT_A)
+
+
+def _team(server: ServerProcess) -> str:
+    return _token(server, TEAM, TEAM_SECRET, TENANT_A)
+
+
+def _assignments(scope: str) -> str:
+    return f"{scope}/providers/Microsoft.Authorization/roleAssignments"
+
+
+def _grant(scope: str, role: str = READER_ID, principal: str = TEAM_OID) -> dict[str, object]:
+    return {
+        "properties": {
+            "roleDefinitionId": f"/subscriptions/{SUB_A}/providers/Microsoft.Authorization/roleDefinitions/{role}",
+            "principalId": principal,
+            "principalType": "ServicePrincipal",
+        }
+    }
+
+
+def _error(response: httpx.Response, status: int, code: str) -> str:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["code"] == code
+    return str(error["message"])
+
+
+def test_role_definitions_are_azures_built_in_roles_and_filter_by_name(servers: Servers) -> None:
+    server = servers.first
+    token = _team(server)
+    path = f"/subscriptions/{SUB_A}/providers/Microsoft.Authorization/roleDefinitions"
+    listed = _call(server, "GET", path, token)
+    assert listed.status_code == 200, listed.text
+    names = {item["properties"]["roleName"]: item["name"] for item in listed.json()["value"]}
+    assert names["Owner"] == OWNER_ID
+    assert names["Reader"] == READER_ID
+    assert names["Contributor"] == "b24988ac-6180-42a0-ab88-20f7382dd24c"
+    assert names["User Access Administrator"] == "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9"
+    assert names["Scheduler Job Collections Contributor"] == "188a0f2f-5c9e-469b-ae67-2aa5ce574b94"
+    reader = _call(server, "GET", path, token, **{"$filter": "roleName eq 'Reader'"}).json()["value"]
+    assert [item["name"] for item in reader] == [READER_ID]
+    assert reader[0]["id"] == f"{path}/{READER_ID}"
+    assert reader[0]["properties"]["permissions"][0]["actions"] == ["*/read"]
+    assert reader[0]["properties"]["assignableScopes"] == ["/"]
+    one = _call(server, "GET", f"{path}/{OWNER_ID}", token)
+    assert one.json()["properties"]["roleName"] == "Owner"
+    _error(_call(server, "GET", f"{path}/{uuid.uuid4()}", token), 404, "RoleDefinitionDoesNotExist")
+
+
+def test_another_tenants_subscription_is_401_and_an_undeclared_one_404(servers: Servers) -> None:
+    server = servers.first
+    token = _owner(server)
+    message = _error(
+        _call(server, "GET", _assignments(f"/subscriptions/{SUB_B}"), token), 401, "InvalidAuthenticationTokenTenant"
+    )
+    assert message.startswith(
+        f"The access token is from the wrong issuer '{server.url}/{TENANT_A.lower()}/v2.0'. "
+        f"It must match the tenant '{server.url}/{TENANT_B}/v2.0' associated with this "
+        "subscription."
+    )
+    nobody = "33333333-3333-4333-8333-333333333333"
+    message = _error(_call(server, "GET", _assignments(f"/subscriptions/{nobody}"), token), 404, "SubscriptionNotFound")
+    assert message == f"The subscription '{nobody}' could not be found."
+
+
+def test_assignments_crud_inheritance_and_refusals(servers: Servers) -> None:
+    server = servers.first
+    owner, team = _owner(server), _team(server)
+    group = f"/subscriptions/{SUB_A}/resourceGroups/crud-group"
+    name = str(uuid.uuid4())
+
+    # the team holds nothing yet: it may not grant itself anything, nor read the group's assignments
+    refused = _call(server, "PUT", f"{_assignments(group)}/{name}", team, _grant(group))
+    message = _error(refused, 403, "AuthorizationFailed")
+    assert message == (
+        f"The client '{TEAM}' with object id '{TEAM_OID}' does not have authorization to perform action "
+        f"'Microsoft.Authorization/roleAssignments/write' over scope '{group}' or the scope is invalid. If access "
+        "was recently granted, please refresh your credentials."
+    )
+    assert _call(server, "GET", f"{_assignments(group)}/{name}", owner).status_code == 404  # nothing was stored
+
+    created = _call(server, "PUT", f"{_assignments(group)}/{name}", owner, _grant(group))
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["id"] == f"{_assignments(group)}/{name}"
+    assert body["type"] == "Microsoft.Authorization/roleAssignments"
+    assert body["properties"]["principalId"] == TEAM_OID
+    assert body["properties"]["scope"] == group
+    assert body["properties"]["roleDefinitionId"].endswith(f"/roleDefinitions/{READER_ID}")
+    assert _call(server, "GET", f"{_assignments(group)}/{name}", owner).json()["name"] == name
+
+    # the same grant under another name, a name that is no GUID, a role that does not exist
+    _error(
+        _call(server, "PUT", f"{_assignments(group)}/{uuid.uuid4()}", owner, _grant(group)), 409, "RoleAssignmentExists"
+    )
+    _error(
+        _call(server, "PUT", f"{_assignments(group)}/not-a-guid", owner, _grant(group)), 400, "InvalidRoleAssignmentId"
+    )
+    _error(
+        _call(server, "PUT", f"{_assignments(group)}/{uuid.uuid4()}", owner, _grant(group, str(uuid.uuid4()))),
+        400,
+        "RoleDefinitionDoesNotExist",
+    )
+
+    # the Reader of the group reads its assignments (and the inherited ones, atScope()), not the subscription's
+    seen = _call(server, "GET", _assignments(group), team, **{"$filter": "atScope()"})
+    assert seen.status_code == 200, seen.text
+    scopes = {(item["properties"]["scope"], item["properties"]["principalId"]) for item in seen.json()["value"]}
+    assert (group, TEAM_OID) in scopes
+    assert any(scope == f"/subscriptions/{SUB_A}" for scope, _ in scopes)  # the owner's, inherited by the group
+    at_subscription = _call(server, "GET", _assignments(f"/subscriptions/{SUB_A}"), team).json()["value"]
+    assert {item["properties"]["scope"] for item in at_subscription} == {group}  # only what it may read
+    # a Reader may not write, below its scope either
+    _error(
+        _call(server, "PUT", f"{_assignments(group)}/{uuid.uuid4()}", team, _grant(group, OWNER_ID)),
+        403,
+        "AuthorizationFailed",
+    )
+    by_principal = _call(
+        server, "GET", _assignments(f"/subscriptions/{SUB_A}"), owner, **{"$filter": f"principalId eq '{TEAM_OID}'"}
+    ).json()["value"]
+    assert [item["name"] for item in by_principal] == [name]
+
+    deleted = _call(server, "DELETE", f"{_assignments(group)}/{name}", owner)
+    assert deleted.status_code == 200, deleted.text
+    _error(_call(server, "GET", f"{_assignments(group)}/{name}", owner), 404, "RoleAssignmentNotFound")
+    assert _call(server, "DELETE", f"{_assignments(group)}/{name}", owner).status_code == 204
+
+
+def test_assignments_survive_a_restart_and_every_process_sees_them(servers: Servers) -> None:
+    server = servers.first
+    group = f"/subscriptions/{SUB_A}/resourceGroups/kept-group"
+    name = str(uuid.uuid4())
+    created = _call(server, "PUT", f"{_assignments(group)}/{name}", _owner(server), _grant(group))
+    assert created.status_code == 201, created.text
+    if servers.second is not None:
+        other = servers.second
+        assert _call(other, "GET", f"{_assignments(group)}/{name}", _owner(other)).status_code == 200
+    server.stop()
+    server.start()
+    again = _call(server, "GET", f"{_assignments(group)}/{name}", _owner(server))
+    assert again.status_code == 200, again.text
+    assert again.json()["properties"]["principalId"] == TEAM_OID
+
+
+def test_the_owner_of_b_reads_nothing_of_a(servers: Servers) -> None:
+    server = servers.first
+    token_b = _token(server, OWNER_B, OWNER_B_SECRET, TENANT_B)
+    _error(
+        _call(server, "GET", _assignments(f"/subscriptions/{SUB_A}"), token_b), 401, "InvalidAuthenticationTokenTenant"
+    )
+    own = _call(server, "GET", _assignments(f"/subscriptions/{SUB_B}"), token_b, **{"$filter": "atScope()"})
+    assert own.status_code == 200, own.text
+    assert [item["properties"]["roleDefinitionId"].rsplit("/", 1)[-1] for item in own.json()["value"]] == [OWNER_ID]
+
+
+def test_azure_mgmt_authorization_grants_lists_and_revokes(servers: Servers) -> None:
+    """The official client (azure-mgmt-authorization, its default api-versions) against the emulator."""
+    from azure.core.exceptions import HttpResponseError
+    from azure.identity import ClientSecretCredential
+    from azure.mgmt.authorization import AuthorizationManagementClient
+    from azure.mgmt.authorization.models import RoleAssignmentCreateParameters
+
+    server = servers.first
+
+    def client(client_id: str, secret: str) -> AuthorizationManagementClient:
+        credential = ClientSecretCredential(
+            TENANT_A,
+            client_id,
+            secret,
+            authority=server.url,
+            disable_instance_discovery=True,
+            connection_verify=str(server.cert_path),
+        )
+        return AuthorizationManagementClient(
+            credential, SUB_A, base_url=server.url, connection_verify=str(server.cert_path), retry_total=0
+        )
+
+    owner, team = client(OWNER_A, OWNER_A_SECRET), client(TEAM, TEAM_SECRET)
+    scope = f"/subscriptions/{SUB_A}/resourceGroups/sdk-group"
+    reader = next(iter(owner.role_definitions.list(scope, filter="roleName eq 'Reader'")))
+    assert reader.name == READER_ID and reader.role_name == "Reader"
+    name = str(uuid.uuid4())
+    made = owner.role_assignments.create(
+        scope,
+        name,
+        RoleAssignmentCreateParameters(
+            role_definition_id=reader.id, principal_id=TEAM_OID, principal_type="ServicePrincipal"
+        ),
+    )
+    assert made.name == name and made.principal_id == TEAM_OID and made.scope == scope
+    listed = list(owner.role_assignments.list_for_scope(scope, filter=f"principalId eq '{TEAM_OID}'"))
+    assert [a.name for a in listed] == [name]
+    assert owner.role_assignments.get(scope, name).role_definition_id.endswith(READER_ID)
+    with pytest.raises(HttpResponseError) as refused:  # a Reader may not grant
+        team.role_assignments.create(
+            scope,
+            str(uuid.uuid4()),
+            RoleAssignmentCreateParameters(role_definition_id=reader.id, principal_id=TEAM_OID),
+        )
+    assert refused.value.status_code == 403 and refused.value.error.code == "AuthorizationFailed"
+    owner.role_assignments.delete(scope, name)
+    assert list(owner.role_assignments.list_for_scope(scope, filter=f"principalId eq '{TEAM_OID}'")) == []
