@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 from scheduler_emulator import __version__, stepping
 from scheduler_emulator.api import clock as clock_api
@@ -18,6 +18,7 @@ from scheduler_emulator.api.classic.routes import ClassicRoute
 from scheduler_emulator.api.direct import DirectRoutes
 from scheduler_emulator.api.identity import token_service
 from scheduler_emulator.api.identity.routes import IdentityRoute
+from scheduler_emulator.api.permissions import PermissionCheck, RouteRules
 from scheduler_emulator.api.pipeline import ArmPipeline, install_error_handlers
 from scheduler_emulator.api.preview import HeavyWork
 from scheduler_emulator.at_rest import secret_key
@@ -31,6 +32,8 @@ from scheduler_emulator.metrics import Metrics
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.secrets import SecretBox
 from scheduler_emulator.virtual_clock import VirtualClock
+
+ROLE_MODES = ("issued", "jwt")  # the auth modes whose tokens name a principal that roles are assigned to
 
 
 async def stop_deployment_runs(runs: set[asyncio.Task[None]]) -> None:
@@ -108,29 +111,34 @@ def create_app(
     app.state.authorizer = Authorizer(settings.security, settings.identity, identity.principals)
     deployment_runs: set[asyncio.Task[None]] = set()  # template deployments running here (api.resources.deployments)
     app.state.deployment_runs = deployment_runs
+    routers: list[APIRouter] = []  # in the order they are included (api/permissions.py looks routes up the same way)
     if settings.api:
         arm_routers = (job_collections.router, jobs.router, history.router, *resources_api.routers)
         # the Scheduler's, then the Microsoft.Resources front door's (docs/reference/front-door.md)
         for router in arm_routers:
             app.include_router(router)
+        routers += arm_routers
         # The same routes, served first and without FastAPI's per-request routing and dependency work.
         app.router.routes.insert(0, DirectRoutes(arm_routers))
         app.include_router(roles.router)  # Microsoft.Authorization (docs/reference/authorization.md#the-endpoints)
         # The token service and the account endpoints az calls (they claim only their own path shapes).
         app.router.routes.append(IdentityRoute())
         app.router.routes.append(ClassicRoute())  # the classic 2014 surface (after ARM: it claims only its paths)
-    app.include_router(emulator.router)
-    app.include_router(clock_api.router)
-    app.include_router(dashboard.router)
-    app.include_router(root.router)  # a browser at / is led to the dashboard
-    app.include_router(overview.router)
-    app.include_router(emulator.metrics_router)
+    # a browser at / is led to the dashboard (root)
+    extensions = (emulator.router, clock_api.router, dashboard.router, root.router, overview.router)
+    for router in (*extensions, emulator.metrics_router):
+        app.include_router(router)
+        routers.append(router)
     install_error_handlers(app)
+    # Every route's ARM action, enforced where roles exist (--auth issued, --auth-jwks; docs/reference/authorization.md)
+    rules = RouteRules.of(routers, app.router.routes)
+    permissions = PermissionCheck(rules, app.state.authorizer) if settings.security.mode in ROLE_MODES else None
     app.add_middleware(
         ArmPipeline,
         hosts=HostGuard(settings.server),
         auth=Authenticator(settings.security, identity),
         max_body_bytes=settings.max_body_bytes,
         clock=clock,
+        permissions=permissions,
     )
     return app

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.api.context import in_read_session, json_object, now
+from scheduler_emulator.api.permissions import JOBS, SCHEDULER, permitted, readable
 from scheduler_emulator.api.rendering import collection_id
 from scheduler_emulator.domain import recurrence as rec
 from scheduler_emulator.domain.clock import isoformat_z
@@ -33,6 +34,7 @@ router = APIRouter(prefix="/_emulator")
 ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
 UI_PATHS = frozenset({"/_emulator/ui", "/_emulator/ui/", *(f"/_emulator/ui/{name}" for name in ASSETS)})
 MASK = "********"
+READ = SCHEDULER + "/read"
 MAX_COLLECTIONS = 1000
 MAX_JOBS = 1000
 _SECURITY_HEADERS = {
@@ -68,8 +70,10 @@ async def ui_asset(name: str) -> Response:
 async def all_collections(request: Request) -> Response:
     """Every collection of every subscription (the first 1000), with its job count against its quota."""
 
+    shown = readable(request)  # the collections its caller may read (docs/reference/authorization.md#the-dashboard)
+
     def work(session: Session) -> list[dict[str, Any]]:
-        rows = repo.all_collections(session, MAX_COLLECTIONS)
+        rows = [row for row in repo.all_collections(session, MAX_COLLECTIONS) if shown.may(READ, collection_id(row))]
         counts = repo.job_counts(session, [row.id for row in rows])
         return [_collection_summary(row, counts.get(row.id, 0)) for row in rows]
 
@@ -81,6 +85,8 @@ async def collection_jobs(request: Request, subscription_id: str, resource_group
     """A collection's jobs with their schedule in words, next three runs and last outcome."""
     ref = CollectionRef(subscription_id=subscription_id, resource_group=resource_group, name=name)
     moment = now(request)
+    scope = f"/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers/{SCHEDULER}/{name}"
+    allowed = await permitted(request, {"write": (JOBS + "/write", scope)})  # a new job of this collection
 
     def work(session: Session) -> dict[str, Any]:
         collection = collections.get(session, ref)
@@ -88,6 +94,7 @@ async def collection_jobs(request: Request, subscription_id: str, resource_group
         latest = repo.latest_history(session, [row.id for row in rows])
         retries = overview_queries.retries_of(session, [row.id for row in rows])
         return {
+            "permitted": allowed,
             "collection": _collection_summary(collection, len(rows)),
             "now": isoformat_z(moment),
             "jobs": [_job_summary(collection, row, latest.get(row.id), retries.get(row.id)) for row in rows],
@@ -100,14 +107,21 @@ async def collection_jobs(request: Request, subscription_id: str, resource_group
     "/dashboard/subscriptions/{subscription_id}/resourceGroups/{resource_group}/jobCollections/{name}/jobs/{job}"
 )
 async def job_detail(request: Request, subscription_id: str, resource_group: str, name: str, job: str) -> Response:
-    """One job: its definition with every secret masked, its schedule in words and next runs."""
+    """One job: its definition with every secret masked, its schedule in words and next runs, and which of the
+    page's changes its caller may make (``permitted``: run, write, delete)."""
     ref = CollectionRef(subscription_id=subscription_id, resource_group=resource_group, name=name)
+    scope = f"/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers/{SCHEDULER}/{name}/jobs/{job}"
+    allowed = await permitted(
+        request,
+        {"run": (JOBS + "/run/action", scope), "write": (JOBS + "/write", scope), "delete": (JOBS + "/delete", scope)},
+    )
 
     def work(session: Session) -> dict[str, Any]:
         collection = collections.get(session, ref)
         row = jobs.get(session, collection, job)
         retry_at = overview_queries.retries_of(session, [row.id]).get(row.id)
-        return {**_job_summary(collection, row, None, retry_at), "definition": mask_secrets(row.definition)}
+        summary = _job_summary(collection, row, None, retry_at)
+        return {**summary, "definition": mask_secrets(row.definition), "permitted": allowed}
 
     return JSONResponse(await in_read_session(request, work))
 

@@ -13,13 +13,18 @@ from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_read_session, in_session, json_object, now, retry_floor
 from scheduler_emulator.api.jobs import collection_ref
 from scheduler_emulator.api.paging import list_body, page_of
-from scheduler_emulator.api.rendering import collection_to_wire
+from scheduler_emulator.api.permissions import SCHEDULER, Readable, readable
+from scheduler_emulator.api.rendering import collection_id, collection_to_wire
 from scheduler_emulator.domain.states import JobState
 from scheduler_emulator.schemas.job_collection import JobCollectionIn
 from scheduler_emulator.schemas.member_names import canonical_names
 from scheduler_emulator.service import collections, resource_groups
+from scheduler_emulator.store.models import JobCollectionRow
 
 router = APIRouter()
+
+READ = SCHEDULER + "/read"
+FILTER_BATCH = 500  # collections read at a time when a list is filtered to what its caller may read
 
 SUBSCRIPTION_LIST = "/subscriptions/{subscription_id}/providers/Microsoft.Scheduler/jobCollections"
 RESOURCE_GROUP_LIST = (
@@ -105,13 +110,35 @@ async def disable_collection(
 
 async def _list(request: Request, subscription_id: str, resource_group: str | None) -> Response:
     page = page_of(request)
+    shown = readable(request)
 
     def work(session: Session) -> dict[str, Any]:
-        rows = collections.list_page(session, subscription_id, resource_group, skip=page.skip, limit=page.top + 1)
+        if shown.everything:
+            rows = collections.list_page(session, subscription_id, resource_group, skip=page.skip, limit=page.top + 1)
+        else:
+            rows = _readable_rows(session, subscription_id, resource_group, shown, wanted=page.skip + page.top + 1)
+            rows = rows[page.skip :]
         items = [collection_to_wire(c) for c in rows[: page.top]]
         return list_body(request, items, page, has_more=len(rows) > page.top)
 
     return JSONResponse(await in_read_session(request, work))
+
+
+def _readable_rows(
+    session: Session, subscription_id: str, resource_group: str | None, shown: Readable, *, wanted: int
+) -> list[JobCollectionRow]:
+    """The first ``wanted`` collections of the scope its caller may read, in the list's order: the scope's
+    collections read a batch at a time (as many batches as the scope has) and filtered
+    (docs/reference/authorization.md#lists)."""
+    found: list[JobCollectionRow] = []
+    offset = 0
+    while len(found) < wanted:
+        rows = collections.list_page(session, subscription_id, resource_group, skip=offset, limit=FILTER_BATCH)
+        found += [row for row in rows if shown.may(READ, collection_id(row))]
+        if len(rows) < FILTER_BATCH:
+            break
+        offset += FILTER_BATCH
+    return found[:wanted]
 
 
 @router.get(SUBSCRIPTION_LIST)

@@ -16,6 +16,8 @@ from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_read_session, now
+from scheduler_emulator.api.permissions import JOBS, readable
+from scheduler_emulator.api.rendering import collection_id
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.domain.describe import describe_schedule
 from scheduler_emulator.service import collections, jobs
@@ -30,6 +32,7 @@ router = APIRouter(prefix="/_emulator/dashboard")
 NEXT_RUNS = 12
 FAILING = 25
 SEARCH_LIMIT = 200
+MAX_COLLECTIONS = 1000  # the dashboard's collections (api/dashboard.py): a filtered search looks within them
 EXPORT_LIMIT = 100_000
 MAX_FILTER = 200  # characters in one search field
 # The chart's windows: (name, slot length, slots) — the slots end with the one holding "now".
@@ -94,14 +97,20 @@ async def search(request: Request) -> Response:
     ``actionType`` and ``host`` (within the target), all case-insensitive; at most 200, ``truncated`` says
     when more matched."""
     filters = {name: _filter(request, name) for name in ("q", "state", "actionType", "host")}
+    visible = readable(request)  # the jobs of the collections its caller may read (docs/reference/authorization.md)
 
     def work(session: Session) -> dict[str, Any]:
+        within = None
+        if not visible.everything:
+            every = repo.all_collections(session, MAX_COLLECTIONS)
+            within = [row.id for row in every if visible.may(JOBS + "/read", collection_id(row))]
         found = queries.search_jobs(
             session,
             text=filters["q"],
             state=filters["state"],
             action_type=filters["actionType"],
             host=filters["host"],
+            within=within,
             limit=SEARCH_LIMIT + 1,
         )
         shown = found[:SEARCH_LIMIT]

@@ -23,7 +23,11 @@
                    ``ANY_CONTENT_TYPE`` (e.g. classic routes) opt out; body-less requests may omit it;
 9. body size     — a declared Content-Length over ``--max-body-bytes`` is refused before it is read
                    (a body without one is counted while read, see ``context.json_object``);
-10. clock        — the scheduling clock catches up (``Clock.refresh``: a virtual clock another process moved),
+10. authorization — with roles (``--auth issued``, ``--auth-jwks``), the request's ARM action at its scope, from the
+                   one table of every route (docs/reference/authorization.md#what-each-route-needs,
+                   ``api.permissions.PermissionCheck``): 401/404 for another tenant's or an undeclared subscription,
+                   403 ``AuthorizationFailed`` without the permission; left out of the pipeline without roles;
+11. clock        — the scheduling clock catches up (``Clock.refresh``: a virtual clock another process moved),
                    off the event loop, so handlers read it without a database call (``context.now``);
 then the FastAPI handlers, whose errors are rendered by ``install_error_handlers``.
 """
@@ -45,6 +49,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.access import OPEN_PATHS, Authenticator, HostGuard
+from scheduler_emulator.api.permissions import PermissionCheck
 from scheduler_emulator.domain.authorization import Caller
 from scheduler_emulator.domain.clock import Clock, WallClock
 
@@ -170,7 +175,7 @@ def _content_type_error(scope: Scope, headers: dict[str, str], arm: bool) -> err
 
 
 class ArmPipeline:
-    """Pure ASGI middleware implementing steps 1–10 above (2 and 3 only when given their guards)."""
+    """Pure ASGI middleware implementing steps 1–11 above (2, 3 and 10 only when given their guards)."""
 
     def __init__(
         self,
@@ -179,8 +184,10 @@ class ArmPipeline:
         auth: Authenticator | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         clock: Clock | None = None,
+        permissions: PermissionCheck | None = None,
     ) -> None:
         self.app = app
+        self.permissions = permissions
         self.clock = clock or WallClock()
         self.hosts = hosts
         self.auth = auth
@@ -208,6 +215,8 @@ class ArmPipeline:
         began = time.perf_counter()
         status = 500
         error = await self._guard(scope, headers) or self._check(scope, headers)
+        if error is None and self.permissions is not None:
+            error = await self._authorize(scope)
         if error is not None:
             await error.response()(scope, receive, send_with_ids)
             self._observe(scope, request_id, error.status, time.perf_counter() - began)
@@ -261,12 +270,23 @@ class ArmPipeline:
             metrics.request_seconds.labels(route).observe(seconds)
 
     async def _refresh_clock(self) -> None:
-        """Step 10. If the store cannot answer, the last known time stands: the handler's own store call reports
+        """Step 11. If the store cannot answer, the last known time stands: the handler's own store call reports
         the outage in the surface's shape (and health answers without one)."""
         try:
             await self.clock.refresh()
         except Exception as exc:  # noqa: BLE001 - see above
             log.debug("the clock could not catch up: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+    async def _authorize(self, scope: Scope) -> errors.ArmError | None:
+        """Step 10 (the grants are read from the store: its outage answers in ARM's shape, as a handler's would)."""
+        assert self.permissions is not None
+        try:
+            return await self.permissions.check(scope)
+        except errors.ArmError as exc:
+            return exc
+        except Exception:
+            log.exception("authorization failed on %s %s", scope.get("method"), scope.get("path"))
+            return errors.internal_error()
 
     async def _guard(self, scope: Scope, headers: dict[str, str]) -> errors.ArmError | None:
         """Steps 2 and 3: the Host guard, then authentication."""

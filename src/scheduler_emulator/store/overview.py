@@ -170,13 +170,16 @@ def search_jobs(
     state: str | None = None,
     action_type: str | None = None,
     host: str | None = None,
+    within: Sequence[int] | None = None,
     limit: int,
 ) -> list[tuple[JobRow, JobCollectionRow]]:
-    """Jobs of every collection matching all the given filters, case-insensitively: ``text`` in the job's,
-    collection's or resource group's name, ``state`` equal, ``action_type`` equal, ``host`` within the
-    target (URI, storage account or Service Bus namespace). By subscription, group, collection and job name;
-    at most ``limit``."""
+    """Jobs of every collection (or of the collections ``within`` lists, by id) matching all the given filters,
+    case-insensitively: ``text`` in the job's, collection's or resource group's name, ``state`` equal,
+    ``action_type`` equal, ``host`` within the target (URI, storage account or Service Bus namespace). By
+    subscription, group, collection and job name; at most ``limit``."""
     query = select(JobRow, JobCollectionRow).join(JobCollectionRow, JobRow.collection_id == JobCollectionRow.id)
+    if within is not None:
+        query = query.where(JobRow.collection_id.in_(list(within)))
     if text:
         needle = text.lower()
         query = query.where(

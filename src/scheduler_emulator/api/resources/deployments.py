@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_session, now, parse_json_object, read_body, retry_floor, wake_dispatcher
+from scheduler_emulator.api.permissions import readable, refusal_of
 from scheduler_emulator.api.resources.groups import in_group_session
 from scheduler_emulator.api.resources.links import with_linked_content
 from scheduler_emulator.domain.clock import isoformat_z
@@ -25,6 +26,7 @@ from scheduler_emulator.service.deployments import DeploymentRef, DeploymentRefu
 from scheduler_emulator.store import resources as store
 from scheduler_emulator.store.models import DeploymentOperationRow, DeploymentRow
 from scheduler_emulator.templates.jsonc import UnclosedComment, to_strict_json
+from scheduler_emulator.templates.template import TemplateDeployment
 
 router = APIRouter()
 
@@ -34,6 +36,7 @@ DEPLOYMENTS = (
 DEPLOYMENT = DEPLOYMENTS + "/{deployment_name}"
 OPERATIONS = "/subscriptions/{subscription_id}/resourceGroups/{resource_group}/deployments/{deployment_name}/operations"
 DEPLOYMENT_TYPE = "Microsoft.Resources/deployments"
+DEPLOYMENT_READ = DEPLOYMENT_TYPE + "/read"
 RETRY_AFTER = "1"  # seconds: the SDKs' pollers otherwise wait 30 s between polls
 
 
@@ -57,6 +60,12 @@ async def _lenient_body(request: Request) -> dict[str, Any]:
         raise errors.invalid_request_content("the body is not UTF-8") from None
     except UnclosedComment as exc:
         raise errors.invalid_request_content(str(exc)) from None
+
+
+def resource_writes(planned: TemplateDeployment) -> list[tuple[str, str]]:
+    """The (write action, resource id) of each resource the template deploys: its caller needs every one
+    (docs/reference/authorization.md#template-deployments)."""
+    return [(f"{instance.type}/write", instance.id) for instance in planned.resources]
 
 
 def _refused(exc: DeploymentRefused) -> errors.ArmError:
@@ -157,12 +166,15 @@ async def create_or_update_deployment(
     moment = now(request)
     correlation = request.headers.get("x-ms-correlation-request-id") or str(uuid.uuid4())
 
+    refuse = await refusal_of(request)
+
     def work(session: Session) -> tuple[DeploymentRow, bool, Any]:
         try:
             planned, mode = deployments.preflight(session, ref, body, policy=policy, moment=moment)
             on_error = deployments.on_error_target(session, ref, body)
         except DeploymentRefused as exc:
             raise _refused(exc) from None
+        refuse(resource_writes(planned))  # before anything is recorded, as ARM's preflight
         row, created = deployments.begin(
             session, ref, planned, mode=mode, correlation_id=correlation[:64], moment=moment, on_error=on_error
         )
@@ -217,7 +229,9 @@ async def list_deployments(request: Request, subscription_id: str, resource_grou
     rows = await in_session(
         request, lambda session: deployments.list_in_group(session, subscription_id, resource_group)
     )
-    return JSONResponse({"value": [deployment_to_wire(row) for row in rows]})
+    shown = readable(request)  # what the caller may read (docs/reference/authorization.md#lists)
+    listed = [deployment_to_wire(row) for row in rows]
+    return JSONResponse({"value": [item for item in listed if shown.may(DEPLOYMENT_READ, item["id"])]})
 
 
 @router.delete(DEPLOYMENT)
@@ -266,11 +280,15 @@ async def validate_deployment(
     policy = _policy(request)
     moment: datetime = now(request)
 
+    refuse = await refusal_of(request)
+
     def work(session: Session) -> dict[str, Any]:
         try:
-            return deployments.validate(session, ref, body, policy=policy, moment=moment)
+            validated = deployments.validate(session, ref, body, policy=policy, moment=moment)
         except DeploymentRefused as exc:
             raise _refused(exc) from None
+        refuse((f"{r['type']}/write", r["id"]) for r in validated["resources"])
+        return validated
 
     result = await in_group_session(request, work)
     return JSONResponse(

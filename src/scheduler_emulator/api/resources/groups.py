@@ -16,6 +16,8 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.context import in_session, json_object, now
+from scheduler_emulator.api.permissions import GROUPS as GROUPS_ACTIONS
+from scheduler_emulator.api.permissions import readable
 from scheduler_emulator.service import resource_groups
 from scheduler_emulator.service.resource_groups import GroupResource, ResourceGroup
 from scheduler_emulator.store import resources as store
@@ -26,6 +28,7 @@ T = TypeVar("T")
 GROUPS = "/subscriptions/{subscription_id}/resourceGroups"
 GROUP = GROUPS + "/{resource_group}"
 GROUP_TYPE = "Microsoft.Resources/resourceGroups"
+GROUPS_READ = GROUPS_ACTIONS + "/read"
 _FILTER_TERM = re.compile(r"^\s*(\w+)\s+eq\s+'([^']*)'\s*$", re.IGNORECASE)
 
 
@@ -116,7 +119,9 @@ async def group_operation_result(request: Request, subscription_id: str, operati
 @router.get(GROUPS)
 async def list_groups(request: Request, subscription_id: str) -> Response:
     groups = await in_session(request, lambda session: resource_groups.list_all(session, subscription_id))
-    return JSONResponse({"value": [group_to_wire(group) for group in groups]})
+    shown = readable(request)  # what the caller may read (docs/reference/authorization.md#lists)
+    listed = [group_to_wire(group) for group in groups]
+    return JSONResponse({"value": [group for group in listed if shown.may(GROUPS_READ, group["id"])]})
 
 
 @router.get(GROUP + "/resources")
@@ -127,7 +132,7 @@ async def list_group_resources(request: Request, subscription_id: str, resource_
 
     found = await in_session(request, work)
     found = _filtered(found, request.query_params.get("$filter"), allow_group=False)
-    return JSONResponse({"value": [resource_to_wire(resource) for resource in found]})
+    return JSONResponse({"value": [resource_to_wire(resource) for resource in _readable(request, found)]})
 
 
 @router.get("/subscriptions/{subscription_id}/resources")
@@ -137,7 +142,13 @@ async def list_subscription_resources(request: Request, subscription_id: str) ->
     terms = _filter_terms(raw_filter, allow_group=True)
     group = terms.pop("resourcegroup", None)
     found = await in_session(request, lambda session: resource_groups.resources_in(session, subscription_id, group))
-    return JSONResponse({"value": [resource_to_wire(r) for r in _apply(found, terms)]})
+    return JSONResponse({"value": [resource_to_wire(r) for r in _readable(request, _apply(found, terms))]})
+
+
+def _readable(request: Request, found: list[GroupResource]) -> list[GroupResource]:
+    """The resources the caller may read, each by its own type's read action (docs/reference/authorization.md#lists)."""
+    shown = readable(request)
+    return found if shown.everything else [r for r in found if shown.may(f"{r.type}/read", r.id)]
 
 
 async def in_group_session(request: Request, work: Callable[[Session], T], wake: bool = False) -> T:
