@@ -24,9 +24,9 @@ from scheduler_emulator.api import errors
 from scheduler_emulator.api.authorization import Authorizer
 from scheduler_emulator.api.classic.routes import ClassicRoute
 from scheduler_emulator.api.identity import paths as identity_paths
-from scheduler_emulator.domain.authorization import Caller, Grants, action_permitted, role_by_id
+from scheduler_emulator.api.identity.routes import HANDLERS
+from scheduler_emulator.domain.authorization import ROOT_SCOPE, Caller, Grants, action_permitted, scope_covers
 
-ROOT_SCOPE = "/"
 SCHEDULER = "Microsoft.Scheduler/jobCollections"
 JOBS = SCHEDULER + "/jobs"
 GROUPS = "Microsoft.Resources/subscriptions/resourceGroups"
@@ -254,8 +254,6 @@ def route_entries(route: BaseRoute) -> list[tuple[str, str]]:
 
 def identity_entries() -> list[tuple[str, str]]:
     """The keys of the token service's and account endpoints' shapes (one route serves them all)."""
-    from scheduler_emulator.api.identity.routes import HANDLERS  # the route module imports this one's neighbours
-
     return [(method, shape.path) for shape in identity_paths.SHAPES for method in HANDLERS[shape.name]]
 
 
@@ -329,25 +327,19 @@ def readable(request: Request) -> Readable:
     return found
 
 
-def _below(scope: str, parent: str) -> bool:
-    """Whether ``scope`` is ``parent`` or a scope under it (segment by segment, in any case)."""
-    scope_key, parent_key = scope.rstrip("/").lower(), parent.rstrip("/").lower()
-    return parent_key == "" or scope_key == parent_key or scope_key.startswith(parent_key + "/")
-
-
 def reads_below(grants: Grants, action: str, scope: str) -> bool:
     """Whether one of the caller's assignments at ``scope`` or under it grants ``action`` (there is something
     there a list may show)."""
     for assignment in grants.assignments:
-        role = role_by_id(assignment.role_definition_id)
-        if role is not None and _below(assignment.scope, scope) and action_permitted(role, action):
+        role = assignment.role
+        if role is not None and scope_covers(scope, assignment.scope) and action_permitted(role, action):
             return True
     return False
 
 
 def has_role_in(grants: Grants, scope: str) -> bool:
     """Whether one of the caller's assignments applies at ``scope``, above it or under it."""
-    return any(_below(a.scope, scope) or _below(scope, a.scope) for a in grants.assignments)
+    return any(scope_covers(a.scope, scope) or scope_covers(scope, a.scope) for a in grants.assignments)
 
 
 class PermissionCheck:

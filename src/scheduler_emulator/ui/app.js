@@ -275,9 +275,10 @@ async function collectionView(main, [s, rg, jc]) {
     el('h1', {}, c.name),
     el('p', { id: 'summary', className: 'muted' }, summary(c)),
     table,
-    el('section', { id: 'job-forms' },
+    (data.permitted || {}).write ? el('section', { id: 'job-forms' },
       el('h2', {}, 'New job'), el('div', { className: 'card' }, jobForm(s, rg, jc)),
-      el('h2', {}, 'New job from JSON'), el('div', { className: 'card' }, jsonForm(s, rg, jc))),
+      el('h2', {}, 'New job from JSON'), el('div', { className: 'card' }, jsonForm(s, rg, jc)))
+      : el('section', { id: 'job-forms' }, el('p', { className: 'muted' }, 'Read only: this token may not add jobs here.')),
   );
 }
 
@@ -333,15 +334,18 @@ async function jobView(main, [s, rg, jc, name]) {
       }
     } catch (error) { show(error.message); }
   } }, label);
-  // Enable only on a disabled job, Disable only on an enabled one (states compared case-insensitively).
+  // Enable only on a disabled job, Disable only on an enabled one (states compared case-insensitively); each
+  // change only where the token may make it (detail.permitted, from the caller's role assignments).
+  const may = detail.permitted || {};
   const actions = el('div', { className: 'actions', id: 'job-actions', 'data-state': lower(detail.state) },
-    act('Run now', () => api('POST', withVersion(base + '/run'))),
-    is(detail.state, 'disabled') ? act('Enable', () => api('PATCH', withVersion(base), { properties: { state: 'Enabled' } })) : null,
-    is(detail.state, 'enabled') ? act('Disable', () => api('PATCH', withVersion(base), { properties: { state: 'Disabled' } })) : null,
-    el('button', { type: 'button', className: 'danger', onclick: async () => {
+    may.run ? act('Run now', () => api('POST', withVersion(base + '/run'))) : null,
+    may.write && is(detail.state, 'disabled') ? act('Enable', () => api('PATCH', withVersion(base), { properties: { state: 'Enabled' } })) : null,
+    may.write && is(detail.state, 'enabled') ? act('Disable', () => api('PATCH', withVersion(base), { properties: { state: 'Disabled' } })) : null,
+    may.delete ? el('button', { type: 'button', className: 'danger', onclick: async () => {
       if (!window.confirm(`Delete the job ${name} and its history?`)) return;
       try { await api('DELETE', withVersion(base)); show(`Job ${name} deleted.`, 'info'); location.hash = hashOf('c', s, rg, jc); } catch (error) { show(error.message); }
-    } }, 'Delete'));
+    } }, 'Delete') : null,
+    may.run || may.write || may.delete ? null : el('span', { className: 'muted' }, 'Read only: this token may not change the job.'));
   const exporter = (kind, type) => el('button', { type: 'button', onclick: async () => {
     try { await download(dashboardBase + '/export?format=' + kind, `${name}-history.${kind}`, type); } catch (error) { show(error.message); }
   } }, 'Export ' + kind.toUpperCase());
@@ -368,8 +372,8 @@ async function jobView(main, [s, rg, jc, name]) {
     el('h2', {}, 'Definition'),
     el('p', { className: 'muted' }, 'Secrets are shown as ********.'),
     el('pre', { id: 'definition' }, JSON.stringify(detail.definition, null, 2)),
-    el('h2', {}, 'Edit as JSON'),
-    el('div', { className: 'card' }, jsonForm(s, rg, jc, name, stripStatus(detail.definition)))));
+    may.write ? el('h2', {}, 'Edit as JSON') : null,
+    may.write ? el('div', { className: 'card' }, jsonForm(s, rg, jc, name, stripStatus(detail.definition))) : null));
 }
 
 function stripStatus(definition) {
@@ -498,7 +502,17 @@ function failingNow(data) {
 let lastOverview = '';
 
 async function overviewView(main) {
-  const [data, listed] = await Promise.all([api('GET', '/_emulator/dashboard/overview'), api('GET', '/_emulator/dashboard/collections')]);
+  const [data, listed] = await Promise.all([
+    api('GET', '/_emulator/dashboard/overview').catch((error) => { if (error.status === 403) return null; throw error; }),
+    api('GET', '/_emulator/dashboard/collections')]);
+  if (data === null) { // the overview's figures cover every subscription: a token without read at the root scope '/'
+    main.replaceChildren(el('div', { id: 'overview' },
+      el('h1', {}, 'Overview'),
+      el('p', { className: 'muted', id: 'overview-scope' }, 'The figures cover every subscription; this token may read ' +
+        'only some of them. ', link('#/jobs', 'Find a job')),
+      el('section', { id: 'collections' }, el('h2', {}, 'Job collections'), collectionsTable(listed.value))));
+    return;
+  }
   const text = JSON.stringify([data, listed]);
   const sections = [
     stateTotals(data),
