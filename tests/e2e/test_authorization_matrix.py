@@ -1,6 +1,6 @@
 """Who may touch what, route by route (docs/reference/authorization.md#what-each-route-needs), over HTTPS with
 ``--auth issued`` on each store: two tenants; in tenant A an Owner of subscription A (its configured subscription), a
-Reader of A and a Contributor of one resource group of A (both granted by the Owner with roleAssignments PUT), and a
+Reader of A and a Contributor of one resource group of A (their roles given by ``--principals-file``), and a
 Scheduler Job Collections Contributor of that group; in tenant B a principal of subscription B. Each call × each
 principal answers exactly its expected status, with ARM's error code and message; a refused write changes nothing
 (the subscription's state read before and after); lists show only what the caller may read. The same through
@@ -14,6 +14,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -66,7 +68,7 @@ RG1, RG2 = "rg-granted", "rg-other"
 COLLECTION = {"location": "westus", "properties": {"sku": {"name": "Standard"}}}
 JOB = {
     "properties": {
-        "startTime": "2031-01-01T00:00:00Z",
+        "startTime": (datetime.now(UTC) + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "action": {"type": "Http", "request": {"uri": "http://127.0.0.1:9/hook", "method": "POST"}},
         "recurrence": {"frequency": "Day", "interval": 1},
     }
@@ -118,33 +120,46 @@ class Emulator:
         return response
 
 
-def _grant(emulator: Emulator, role: str, scope: str, client_id: str) -> None:
-    body = {
-        "properties": {
-            "roleDefinitionId": f"{scope}/providers/Microsoft.Authorization/roleDefinitions/{ROLE[role]}",
-            "principalId": object_id(client_id),
-            "principalType": "ServicePrincipal",
-        }
+def principals_file(directory: Path) -> Path:
+    """The principals, and the roles the Owner would grant (configuration's ``assignments``, which need no
+    endpoint of their own; docs/reference/token-service.md#principals)."""
+    sub = f"/subscriptions/{SUB_A}"
+    document = {
+        "principals": [
+            {"clientId": app, "secret": SECRET, "tenant": TENANT_OF[app], "subscription": OWN_SUBSCRIPTION[app]}
+            for app in TENANT_OF
+        ],
+        "assignments": [
+            {"principalId": object_id(READER), "role": "Reader", "scope": sub},
+            {"principalId": object_id(CONTRIBUTOR), "role": "Contributor", "scope": f"{sub}/resourceGroups/{RG1}"},
+            {
+                "principalId": object_id(JOBS_CONTRIBUTOR),
+                "role": "Scheduler Job Collections Contributor",
+                "scope": f"{sub}/resourceGroups/{RG1}",
+            },
+        ],
     }
-    path = f"{scope}/providers/Microsoft.Authorization/roleAssignments/{uuid.uuid4()}"
-    emulator.ok(OWNER, "PUT", path, body, AUTHORIZATION)
+    path = directory / "principals.json"
+    path.write_text(json.dumps(document))
+    return path
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def emulator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
-    principals = ", ".join(f"{app}:{SECRET}:{TENANT_OF[app]}:{OWN_SUBSCRIPTION[app]}" for app in TENANT_OF)
+    files = principals_file(tmp_path_factory.mktemp("principals"))
     with fresh_database(request.param, tmp_path_factory) as url, EmulatorPool() as pool:
         server = pool.start(
             tmp_path_factory.mktemp("matrix"),
             "--auth",
             "issued",
+            "--principals-file",
+            str(files),
             "--no-dispatcher",
             "--arm-foreign-resources",
             "inert",
             https=True,
             database_url=url,
             log_level="warning",
-            env={"SCHEDULER_PRINCIPALS": principals},
         )
         emulator = Emulator(server)
         for app, tenant in TENANT_OF.items():
@@ -161,16 +176,13 @@ def emulator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
             assert answer.status_code == 200, answer.text
             emulator.tokens[app] = answer.json()["access_token"]
         sub = f"/subscriptions/{SUB_A}"
-        _grant(emulator, "Reader", sub, READER)
-        _grant(emulator, "Contributor", f"{sub}/resourceGroups/{RG1}", CONTRIBUTOR)
-        _grant(emulator, "Scheduler Job Collections Contributor", f"{sub}/resourceGroups/{RG1}", JOBS_CONTRIBUTOR)
         for group in (RG1, RG2):
             emulator.ok(OWNER, "PUT", f"{sub}/resourceGroups/{group}", {"location": "westus"})
             emulator.ok(OWNER, "PUT", _collection(group, "c1"), COLLECTION)
             emulator.ok(OWNER, "PUT", _collection(group, "c1") + "/jobs/j1", JOB)
             emulator.ok(OWNER, "PUT", _deployment(group, "d1"), template(collection_resource("deployed")))
             settle(emulator, _deployment(group, "d1"))
-        emulator.ok(OWNER, "PUT", f"/subscriptions/{SUB_B}/resourceGroups/{RG1}", {"location": "westus"})
+        emulator.ok(TENANT_B_APP, "PUT", f"/subscriptions/{SUB_B}/resourceGroups/{RG1}", {"location": "westus"})
         yield emulator
 
 
@@ -321,7 +333,14 @@ SUBSCRIPTION_CALLS = [
         writes=False,
     ),
     Call(method="GET", path=SUB + "/resourceGroups", where="list", action="", scope="", writes=False),
-    Call(method="GET", path=SUB + "/resources", where="list", action="", scope="", writes=False),
+    Call(
+        method="GET",
+        path=SUB + "/resources",
+        where="list",
+        action="Microsoft.Resources/subscriptions/resources/read",
+        scope=SUB,
+        writes=False,
+    ),
     Call(method="GET", path=SUB + "/providers", where="member", action="", scope="", writes=False),
     Call(method="GET", path=SUB + "/providers/Microsoft.Scheduler", where="member", action="", scope="", writes=False),
     Call(
@@ -356,6 +375,8 @@ def expected(who: str, call: Call) -> int | str:
     out by hand for each principal, not computed by the code under test."""
     if who == TENANT_B_APP:
         return 401
+    if who == JOBS_CONTRIBUTOR and call.action == "Microsoft.Resources/subscriptions/resources/read":
+        return 403  # its role reads no resources as such (no */read): nothing below the subscription to list
     if who == OWNER or call.where in ("list", "member"):
         return "2xx"  # lists answer what may be read; every principal here holds a role in A
     if who == READER:
@@ -474,7 +495,7 @@ def test_lists_show_only_what_the_caller_may_read(emulator: Emulator) -> None:
             assert page.status_code == 200, page.text
             paged += _names(page)
             link = page.json().get("nextLink")
-    assert paged == granted
+    assert sorted(paged) == granted
 
 
 def test_a_template_with_a_resource_its_caller_may_not_write_creates_nothing(emulator: Emulator) -> None:

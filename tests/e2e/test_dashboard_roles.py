@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -70,7 +71,7 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerP
             assert made.status_code == 201, made.text
             job = {
                 "properties": {
-                    "startTime": "2031-01-01T09:00:00Z",
+                    "startTime": (datetime.now(UTC) + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ"),
                     "action": {"type": "Http", "request": {"uri": "http://127.0.0.1:9/h", "method": "POST"}},
                     "recurrence": {"frequency": "Day", "interval": 1},
                 }

@@ -38,7 +38,7 @@ import logging
 import re
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from fastapi import FastAPI, Request
@@ -49,9 +49,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.access import OPEN_PATHS, Authenticator, HostGuard
-from scheduler_emulator.api.permissions import PermissionCheck
 from scheduler_emulator.domain.authorization import Caller
 from scheduler_emulator.domain.clock import Clock, WallClock
+
+if TYPE_CHECKING:  # api/permissions.py reaches the store through api/context.py, which imports this module
+    from scheduler_emulator.api.permissions import PermissionCheck
 
 log = logging.getLogger("scheduler_emulator.api")
 access_log = logging.getLogger("scheduler_emulator.access")
