@@ -11,6 +11,9 @@ self-signed leaf as a trust anchor (tests/test_tls.py)."""
 
 from __future__ import annotations
 
+import _ssl
+import ctypes
+import hashlib
 import ipaddress
 import logging
 import os
@@ -164,3 +167,52 @@ def _leaf_certificate(key: rsa.RSAPrivateKey, alt_names: list[x509.GeneralName])
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(key_id), critical=False)
         .sign(key, hashes.SHA256())
     )
+
+
+# Management certificates (docs/classic-api.md#management-certificates). The Service Management API accepted any
+# client certificate at the TLS layer (self-signed ones included: users made them with makecert or openssl) and then
+# matched its SHA-1 thumbprint against the subscription's uploaded certificates. Python's ssl can request a client
+# certificate only with verification against a trust store, which refuses every self-signed certificate in the
+# handshake; it has no verify callback. So OpenSSL's own SSL_CTX_set_verify is called on the context, with a callback
+# that accepts the chain: the handshake still proves that the client holds the certificate's private key
+# (CertificateVerify), and the application decides by thumbprint (api/classic/certificates.py).
+_SSL_VERIFY_PEER = 0x01
+_VERIFY_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+_accept_any = _VERIFY_CALLBACK(lambda _ok, _store: 1)  # kept alive for the process: OpenSSL holds the pointer
+
+
+def request_client_certificates(context: ssl.SSLContext) -> None:
+    """Make the server context ask every client for a certificate, optionally (a client without one is served as
+    before) and accepting any (the thumbprint is checked by the application). ConfigError when this Python's ssl
+    module does not expose OpenSSL (then the classic surface cannot authenticate)."""
+    try:
+        libssl = ctypes.CDLL(_ssl.__file__)  # the symbols of the libssl the ssl module is linked with
+        set_verify = libssl.SSL_CTX_set_verify
+    except (OSError, AttributeError) as exc:
+        raise ConfigError(f"client certificates cannot be requested with this Python's ssl module ({exc})") from None
+    set_verify.argtypes = [ctypes.c_void_p, ctypes.c_int, _VERIFY_CALLBACK]
+    set_verify.restype = None
+    # CPython's SSLContext object: PyObject_HEAD, then the SSL_CTX pointer (Modules/_ssl.c, PySSLContext).
+    ctx = ctypes.c_void_p.from_address(id(context) + object.__basicsize__).value
+    set_verify(ctx, _SSL_VERIFY_PEER, _accept_any)
+    if context.verify_mode != ssl.CERT_OPTIONAL:  # read back through OpenSSL: the pointer was the context's
+        raise ConfigError("client certificates cannot be requested with this Python's ssl module")
+
+
+def thumbprint(der: bytes) -> str:
+    """A certificate's thumbprint as Service Management shows it: the SHA-1 of its DER, upper-case hex."""
+    return hashlib.sha1(der, usedforsecurity=False).hexdigest().upper()
+
+
+def load_certificate(path: Path) -> x509.Certificate:
+    """A certificate from a PEM or DER (.cer) file; ConfigError naming the file when it holds none."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"--management-certificate: {path} cannot be read ({exc.strerror})") from None
+    try:
+        return x509.load_pem_x509_certificate(data) if b"-----BEGIN" in data else x509.load_der_x509_certificate(data)
+    except ValueError:
+        raise ConfigError(
+            f"--management-certificate: {path} holds no certificate (PEM or DER .cer): give the certificate file"
+        ) from None
