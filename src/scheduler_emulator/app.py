@@ -14,6 +14,7 @@ from scheduler_emulator.api import dashboard, emulator, history, job_collections
 from scheduler_emulator.api import resources as resources_api
 from scheduler_emulator.api.access import Authenticator, HostGuard
 from scheduler_emulator.api.authorization import Authorizer
+from scheduler_emulator.api.classic.certificates import ManagementCertificates
 from scheduler_emulator.api.classic.routes import ClassicRoute
 from scheduler_emulator.api.direct import DirectRoutes
 from scheduler_emulator.api.identity import token_service
@@ -107,6 +108,8 @@ def create_app(
     app.state.metrics = Metrics()
     app.state.heavy_work = HeavyWork(settings.max_heavy_requests)
     app.state.identity = identity = token_service(settings.identity)
+    # the classic surface's credentials (docs/classic-api.md#management-certificates)
+    app.state.management_certificates = ManagementCertificates(settings.security)
     # who may touch what (docs/reference/authorization.md): the caller's tenant, subscriptions and roles
     app.state.authorizer = Authorizer(settings.security, settings.identity, identity.principals)
     deployment_runs: set[asyncio.Task[None]] = set()  # template deployments running here (api.resources.deployments)

@@ -188,6 +188,12 @@ class Settings(BaseSettings):
         description='A JSON file of service principals: {"principals": [{"clientId", "secret"?, "certificate"? '
         '(a PEM file, relative to this one), "tenant"?, "subscription"?, "displayName"?}]}.',
     )
+    management_certificates: str | None = Field(
+        None,
+        description="Management certificates of the classic surface, SUBSCRIPTION:FILE (a PEM or DER .cer file), "
+        "separated by commas: a client presenting one over HTTPS may use that subscription's classic API (with an "
+        "auth flag and --https; more are added over the API; docs/classic-api.md#management-certificates).",
+    )
     subscriptions: str | None = Field(
         None,
         description="Subscriptions and the tenant each belongs to, SUBSCRIPTION:TENANT, separated by commas or "
@@ -294,6 +300,13 @@ class Settings(BaseSettings):
             raise ValueError("--auth issued needs a principal to sign in with: --principal or --principals-file")
         if (self.auth_audience or self.auth_issuer) and not self.auth_jwks:
             raise ValueError("--auth-audience and --auth-issuer only apply with --auth-jwks")
+        if self.management_certificates and not self.https:
+            raise ValueError("--management-certificate needs --https: a client certificate is sent over TLS only")
+        if self.management_certificates and not (self.auth or self.auth_token is not None or self.auth_jwks):
+            raise ValueError(
+                "--management-certificate applies with an auth flag (--auth issued, --auth-jwks, --auth-token): "
+                "without one the classic surface checks no credentials"
+            )
         if self.clock_start is not None:
             if self.clock != "virtual":
                 raise ValueError("--clock-start only applies with --clock virtual")
@@ -303,6 +316,7 @@ class Settings(BaseSettings):
         # mistake stops the start. Built here, after the fields above are final; each is kept (cached_property).
         self.outbound  # noqa: B018
         self.arm  # noqa: B018
+        self.security  # noqa: B018
         return self
 
     # The groups: what each collaborator is given (a whole Settings stops at app.py and serving.py). Each is built
@@ -391,6 +405,7 @@ class Settings(BaseSettings):
             jwks=self.auth_jwks,
             audience=self.auth_audience,
             issuer=self.auth_issuer,
+            management_certificates=management_certificate_entries(self.management_certificates),
         )
 
     @cached_property
@@ -476,6 +491,19 @@ def shown_default(name: str) -> str:
     return f"; default {text}".replace("%", "%%")  # argparse expands %-formats in help texts
 
 
+def management_certificate_entries(value: str | None) -> tuple[tuple[str, Path], ...]:
+    """(subscription, file) of each SUBSCRIPTION:FILE entry; ValueError naming an entry that is not one."""
+    entries = []
+    for entry in (value or "").split(","):
+        if not entry.strip():
+            continue
+        subscription, _, path = entry.strip().partition(":")
+        if not subscription or not path:
+            raise ValueError(f"--management-certificate '{entry.strip()}' is not SUBSCRIPTION:FILE")
+        entries.append((subscription, Path(path)))
+    return tuple(entries)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``scheduler-emulator`` command line; every flag maps onto a Settings field."""
     fields = Settings.model_fields
@@ -553,6 +581,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--auth-issuer", metavar="ISS", help=describe("auth_issuer"))
     parser.add_argument("--auth", choices=list(get_args(AuthChoice)), help=describe("auth"))
     parser.add_argument(
+        "--management-certificate",
+        action="append",
+        metavar="SUBSCRIPTION:FILE",
+        help=describe("management_certificates").replace(", separated by commas", "") + " Repeatable.",
+    )
+    parser.add_argument(
         "--principal",
         action="append",
         metavar="CLIENT_ID:SECRET[:TENANT[:SUBSCRIPTION]]",
@@ -592,6 +626,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         ("servicebus_endpoint", "servicebus_endpoints"),
         ("principal", "principals"),
         ("subscription", "subscriptions"),
+        ("management_certificate", "management_certificates"),
         ("arm_site_host", "arm_site_hosts"),
     ):
         values = args.pop(repeated)

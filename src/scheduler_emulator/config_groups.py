@@ -133,6 +133,8 @@ class SecuritySettings:
     jwks: str | None
     audience: str | None
     issuer: str | None
+    # --management-certificate: (subscription, certificate file) pairs (api/classic/certificates.py)
+    management_certificates: tuple[tuple[str, Path], ...] = ()
 
     @property
     def mode(self) -> str:

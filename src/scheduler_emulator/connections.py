@@ -47,6 +47,7 @@ import asyncio
 import json
 import logging
 import select
+import ssl
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -85,6 +86,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._head_size = 0
         self._put_off = 0  # times the idle close was put off since the last response
         self._idle_since: float | None = None  # the loop's time when it last became idle between requests
+        self._tls: dict[str, Any] | None = None  # the ASGI TLS extension of this connection (None: plain HTTP)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -97,6 +99,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             )
             transport.close()
             return
+        self._tls = tls_extension(transport.get_extra_info("ssl_object"))
         self._watch()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -135,6 +138,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        if self._tls is not None:  # the client's certificate, for the classic surface (api/classic/certificates.py)
+            self.scope["extensions"] = {"tls": self._tls}  # type: ignore[dict-item]
         if self._phase is not HEAD:
             self._begin_head()
 
@@ -275,6 +280,23 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if not self.transport.is_closing():
             log.warning("closed the connection of %s: no complete request %s within %g s", self._who(), what, seconds)
             self.transport.close()
+
+
+def tls_extension(ssl_object: ssl.SSLObject | None) -> dict[str, Any] | None:
+    """The ASGI TLS extension (asgiref's "TLS" extension specification) of a connection, which uvicorn does not
+    fill: ``client_cert_chain`` holds the client's certificate in PEM when it sent one (the server asks for one only
+    when client certificates authenticate, tls.request_client_certificates). None on plain HTTP."""
+    if ssl_object is None:
+        return None
+    der = ssl_object.getpeercert(binary_form=True)
+    return {
+        "server_cert": None,
+        "client_cert_chain": [ssl.DER_cert_to_PEM_cert(der)] if der else [],
+        "client_cert_name": None,
+        "client_cert_error": None,
+        "tls_version": None,
+        "cipher_suite": None,  # the specification's numbers: Python's ssl does not expose them
+    }
 
 
 def guarded_protocol(server: ServerSettings) -> type[GuardedHttpProtocol]:

@@ -6,9 +6,11 @@ child is started and raised as a ConfigError (one line, exit status 2: cli.py)."
 from __future__ import annotations
 
 import socket
+import ssl as ssl_module
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import uvicorn
 from sqlalchemy import make_url
@@ -26,7 +28,16 @@ from scheduler_emulator.listening import bind_listeners
 from scheduler_emulator.logs import configure_logging, say, stop_background_logging
 from scheduler_emulator.store.database import Database
 from scheduler_emulator.store.secrets import SecretBox, SecretKeyMismatch
-from scheduler_emulator.tls import self_signed_certificate
+from scheduler_emulator.tls import request_client_certificates, self_signed_certificate
+
+
+def asking_for_client_certificates(
+    _config: uvicorn.Config, default: Callable[[], ssl_module.SSLContext]
+) -> ssl_module.SSLContext:
+    """uvicorn's server context, asking clients for a certificate (tls.request_client_certificates)."""
+    context = default()
+    request_client_certificates(context)
+    return context
 
 
 def check_store(settings: Settings) -> None:
@@ -95,7 +106,7 @@ def serve(settings: Settings, *, argv: Sequence[str]) -> None:
     wants_child = child.wanted(settings.roles, settings.store, settings.dispatch)
     dispatcher_child = child.DispatcherChild(argv) if wants_child else None
     configure_logging(settings.log_level, settings.log_format)
-    ssl: dict[str, str] = {}
+    ssl: dict[str, Any] = {}
     if settings.https:
         if settings.cert and settings.key:  # cli.py checked them (tls.check_operator_certificate)
             cert, key = settings.cert, settings.key
@@ -103,6 +114,10 @@ def serve(settings: Settings, *, argv: Sequence[str]) -> None:
             cert, key = self_signed_certificate(settings.data_dir / "tls", settings.host)
             say(f"HTTPS certificate (self-signed; trust it in your client): {cert.resolve()}")
         ssl = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
+        if settings.security.mode != "none":
+            # The classic surface's clients authenticate with a management certificate (docs/classic-api.md#management-
+            # certificates): asked of every client, optionally, so bearer clients are served as before.
+            ssl["ssl_context_factory"] = asking_for_client_certificates
     scheme = "https" if settings.https else "http"
     store = "in memory" if settings.in_memory else settings.store.url.split("@")[-1]
     say(f"azure-scheduler-emulator {__version__}: store {store}")
@@ -125,7 +140,7 @@ def serve(settings: Settings, *, argv: Sequence[str]) -> None:
         # connections.py).
         http=guarded_protocol(settings.server),
         timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type]
-        **ssl,  # type: ignore[arg-type]
+        **ssl,
     )
     server = uvicorn.Server(config)
     original_startup = server.startup

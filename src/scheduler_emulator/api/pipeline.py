@@ -7,7 +7,9 @@
                    ``api.access.HostGuard``);
 3. authentication — with ``--auth-token`` or ``--auth-jwks``, every request but ``GET /_emulator/health``
                    needs a valid bearer token → else 401 (docs/reference/security.md#inbound-authentication,
-                   ``api.access.Authenticator``); the caller it names goes on ``request.state.caller``
+                   ``api.access.Authenticator``); the caller it names goes on ``request.state.caller``; the
+                   classic surface's paths are authenticated by management certificates instead
+                   (docs/classic-api.md#management-certificates, ``api.classic.certificates``)
                    (docs/reference/authorization.md, ``api.authorization.Authorizer``);
 4. URL length    — at most 2048 characters (docs/reference/arm-api.md#limits);
 5. path casing   — literal ARM segments (``resourcegroups``, ``JOBCOLLECTIONS``…) are matched
@@ -49,6 +51,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.access import OPEN_PATHS, Authenticator, HostGuard
+from scheduler_emulator.api.classic.paths import is_classic_path
 from scheduler_emulator.domain.authorization import Caller
 from scheduler_emulator.domain.clock import Clock, WallClock
 
@@ -298,6 +301,10 @@ class ArmPipeline:
             scope["state"]["caller"] = Caller.UNRESTRICTED
             return None
         if scope.get("method") in ("GET", "HEAD") and scope["path"] in OPEN_PATHS:
+            scope["state"]["caller"] = self.auth.open_caller
+            return None
+        if self.auth.mode != "none" and is_classic_path(scope["path"]):
+            # Its clients send no token: a management certificate authenticates them (api/classic/certificates.py).
             scope["state"]["caller"] = self.auth.open_caller
             return None
         checked = await self.auth.check(scope["path"], headers.get("authorization"))

@@ -13,6 +13,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Table,
     Text,
@@ -436,6 +437,22 @@ class RoleAssignmentRow(Base):
     updated_at: Mapped[datetime]
 
     __table_args__ = (UniqueConstraint("name"),)
+
+
+class ManagementCertificateRow(Base):
+    """A subscription's management certificate added over the Service Management API (docs/classic-api.md#management-
+    certificates): a client presenting it over TLS may use the subscription's classic surface. Certificates named by
+    --management-certificate are configuration, not stored. A certificate is public: nothing here is secret."""
+
+    __tablename__ = "management_certificates"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    subscription_key: Mapped[str] = mapped_column(String(100))  # lower case
+    thumbprint: Mapped[str] = mapped_column(String(40), index=True)  # SHA-1 of the DER, upper-case hex
+    data: Mapped[bytes] = mapped_column(LargeBinary)  # the certificate, DER
+    created_at: Mapped[datetime]
+
+    __table_args__ = (UniqueConstraint("subscription_key", "thumbprint"),)
 
 
 # The tables, for the statements written in SQLAlchemy Core (store.dispatching, store.dispatch_batches,

@@ -37,6 +37,7 @@ from scheduler_emulator.store.models import (
     JobCollectionRow,
     JobHistoryRow,
     JobRow,
+    ManagementCertificateRow,
     OccurrenceRow,
     ProviderRegistrationRow,
     ResourceGroupRow,
@@ -460,3 +461,33 @@ def delete_role_assignments_below(session: Session, scope: str) -> None:
             (RoleAssignmentRow.scope_key == key) | RoleAssignmentRow.scope_key.startswith(key + "/", autoescape=True)
         )
     )
+
+
+# --- management certificates (docs/classic-api.md#management-certificates) ----------------------------------------
+
+
+def management_certificates(session: Session, subscription: str) -> list[ManagementCertificateRow]:
+    """The subscription's stored management certificates, oldest first."""
+    query = select(ManagementCertificateRow).where(ManagementCertificateRow.subscription_key == subscription.lower())
+    return list(session.scalars(query.order_by(ManagementCertificateRow.id)))
+
+
+def find_management_certificate(
+    session: Session, subscription: str, thumbprint: str
+) -> ManagementCertificateRow | None:
+    query = select(ManagementCertificateRow).where(
+        ManagementCertificateRow.subscription_key == subscription.lower(),
+        ManagementCertificateRow.thumbprint == thumbprint.upper(),
+    )
+    return session.scalars(query).first()
+
+
+def add_management_certificate(session: Session, row: ManagementCertificateRow) -> None:
+    row.subscription_key = row.subscription_key.lower()
+    row.thumbprint = row.thumbprint.upper()
+    session.add(row)
+    session.flush()
+
+
+def delete_management_certificate(session: Session, row: ManagementCertificateRow) -> None:
+    session.delete(row)

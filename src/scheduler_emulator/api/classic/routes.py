@@ -17,20 +17,18 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import Receive, Scope, Send
 
 from scheduler_emulator.api import errors
-from scheduler_emulator.api.classic import cloud_services, collections, jobs, wire
+from scheduler_emulator.api.classic import certificates, cloud_services, collections, jobs, wire
+from scheduler_emulator.api.classic.paths import is_classic_path
 from scheduler_emulator.api.classic.wire import ClassicError
 
 Handler = Callable[..., Awaitable[Response]]
-# First segments that belong to other surfaces: never a classic subscription id.
-_RESERVED = {"subscriptions", "_emulator", "metrics", "favicon.ico"}
-_TOP = {"services", "resourceproviders", "entitleresource", "operations", "cloudservices"}
 
 
 def resolve(method: str, path: str) -> tuple[Handler, list[str], bool] | None:
     """(handler, its path arguments, whether its errors are XML) for a classic path; None when the path has
     no classic shape. A known shape with an unsupported method raises 405."""
     segments = path.strip("/").split("/")
-    if len(segments) < 2 or "" in segments or segments[0].lower() in _RESERVED or segments[1].lower() not in _TOP:
+    if "" in segments or not is_classic_path(path):
         return None
     subscription, rest = segments[0], segments[1:]
     lowered = [segment.lower() for segment in rest]
@@ -47,6 +45,10 @@ def resolve(method: str, path: str) -> tuple[Handler, list[str], bool] | None:
         table, arguments = {"GET": cloud_services.operation}, [subscription, rest[1]]
     elif lowered == ["cloudservices"]:
         table = {"GET": cloud_services.list_all}
+    elif lowered == ["certificates"]:
+        table = {"GET": certificates.list_all, "POST": certificates.add}
+    elif len(rest) == 2 and lowered[0] == "certificates":
+        table, arguments = {"GET": certificates.get, "DELETE": certificates.delete}, [subscription, rest[1]]
     elif len(rest) == 2 and lowered[0] == "cloudservices":
         table = {"PUT": cloud_services.create, "GET": cloud_services.get, "DELETE": cloud_services.delete}
         arguments = [subscription, rest[1]]
@@ -94,10 +96,9 @@ class ClassicRoute(BaseRoute):
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] != "http":
             return Match.NONE, {}
-        segments = scope["path"].strip("/").split("/")
-        if len(segments) < 2 or segments[0].lower() in _RESERVED or segments[1].lower() not in _TOP:
+        if not is_classic_path(scope["path"]):
             return Match.NONE, {}
-        return Match.FULL, {"route": self, "path_params": {"subscription_id": segments[0]}}
+        return Match.FULL, {"route": self, "path_params": {"subscription_id": scope["path"].strip("/").split("/")[0]}}
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -108,6 +109,10 @@ class ClassicRoute(BaseRoute):
     async def respond(request: Request) -> Response:
         xml = True
         try:
+            # Authentication first, as RDFE did: a client without its subscription's certificate learns nothing
+            # (api/classic/certificates.py; XML whatever the route).
+            subscription = request.url.path.strip("/").split("/")[0]
+            await request.app.state.management_certificates.check(request, subscription)
             found = resolve(request.method, request.url.path)
             if found is None:
                 raise ClassicError(404, "ResourceNotFound", f"No classic route matches '{request.url.path[:200]}'.")
