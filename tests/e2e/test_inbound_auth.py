@@ -203,20 +203,6 @@ def test_token_no_wrong_and_right(token_server: ServerProcess) -> None:
         # Nothing was created by the refused PUT before: the collection was new at the right PUT (201).
 
 
-def test_the_classic_surface_needs_the_same_token(token_server: ServerProcess) -> None:
-    names = Names()
-    path = f"/{names.subscription}/cloudservices/{names.resource_group}"
-    body = "<CloudService><Label>l</Label><Description>d</Description><GeoRegion>West US</GeoRegion></CloudService>"
-    version = {"x-ms-version": "2013-03-01"}
-    with token_server.client() as client:
-        _assert_refused(client.put(path, content=body, headers=version))
-        _assert_refused(client.get(path, headers={**version, "Authorization": "Bearer nope"}))
-        right = {**version, "Authorization": "Bearer s3cret-token"}
-        assert client.get(path, headers=right).status_code == 404  # the refused PUT created nothing
-        assert client.put(path, content=body, headers=right).status_code == 202
-        assert client.get(path, headers=right).status_code == 200
-
-
 def test_health_stays_open_and_reports_the_mode(token_server: ServerProcess) -> None:
     with token_server.client() as client:
         health = client.get("/_emulator/health")

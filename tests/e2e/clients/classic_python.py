@@ -1,6 +1,7 @@
 """Drives azure-servicemanagement-legacy 0.20.8's SchedulerManagementService against the emulator (run in
-its own venv, see tests/support/sdk_envs.py). Reads a plan on stdin: {host, ca, subscription_id, calls: [{method,
-args}]} and prints one JSON line: [{ok, result} | {error: {type, status, message}}] per call, in order."""
+its own venv, see tests/support/sdk_envs.py). Reads a plan on stdin: {host, ca, subscription_id, cert?: [certificate
+PEM file, key PEM file] (the management certificate the session presents), calls: [{method, args, service?:
+"management" for ServiceManagementService's subscription operations (management certificates)}]} and prints one JSON line: [{ok, result} | {error: {type, status, message}}] per call, in order."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import sys
 
 import requests
-from azure.servicemanagement import SchedulerManagementService
+from azure.servicemanagement import SchedulerManagementService, ServiceManagementService
 
 
 def plain(value):
@@ -46,11 +47,15 @@ def main() -> None:
     session = requests.Session()
     session.verify = plan["ca"]
     session.trust_env = False  # else REQUESTS_CA_BUNDLE (set on many machines) replaces the CA above
+    if plan.get("cert"):
+        session.cert = tuple(plan["cert"])
     service = SchedulerManagementService(plan["subscription_id"], request_session=session, host=plan["host"])
+    management = ServiceManagementService(plan["subscription_id"], request_session=session, host=plan["host"])
     results = []
     for call in plan["calls"]:
         try:
-            answer = getattr(service, call["method"])(*resolve(call.get("args", []), results))
+            client = management if call.get("service") == "management" else service
+            answer = getattr(client, call["method"])(*resolve(call.get("args", []), results))
             results.append({"ok": True, "result": plain(answer)})
         except Exception as exc:  # noqa: BLE001 - every client error is a result to report
             status = getattr(exc, "status_code", None)
