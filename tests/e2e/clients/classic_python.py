@@ -1,7 +1,8 @@
 """Drives azure-servicemanagement-legacy 0.20.8's SchedulerManagementService against the emulator (run in
 its own venv, see tests/support/sdk_envs.py). Reads a plan on stdin: {host, ca, subscription_id, cert?: [certificate
 PEM file, key PEM file] (the management certificate the session presents), calls: [{method, args, service?:
-"management" for ServiceManagementService's subscription operations (management certificates)}]} and prints one JSON line: [{ok, result} | {error: {type, status, message}}] per call, in order."""
+"management" for ServiceManagementService's subscription operations (management certificates)}]} and prints one
+JSON line: [{ok, result} | {error: {type, status, message}}] per call, in order."""
 
 from __future__ import annotations
 
