@@ -115,8 +115,8 @@ def serve(settings: Settings, *, argv: Sequence[str]) -> None:
             say(f"HTTPS certificate (self-signed; trust it in your client): {cert.resolve()}")
         ssl = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
         if settings.security.mode != "none":
-            # The classic surface's clients authenticate with a management certificate (docs/classic-api.md#management-
-            # certificates): asked of every client, optionally, so bearer clients are served as before.
+            # The classic surface's clients authenticate with a management certificate, asked of every client,
+            # optionally, so bearer clients are served as before (docs/classic-api.md#management-certificates).
             ssl["ssl_context_factory"] = asking_for_client_certificates
     scheme = "https" if settings.https else "http"
     store = "in memory" if settings.in_memory else settings.store.url.split("@")[-1]

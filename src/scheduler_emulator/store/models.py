@@ -440,8 +440,8 @@ class RoleAssignmentRow(Base):
 
 
 class ManagementCertificateRow(Base):
-    """A subscription's management certificate added over the Service Management API (docs/classic-api.md#management-
-    certificates): a client presenting it over TLS may use the subscription's classic surface. Certificates named by
+    """A subscription's management certificate added over the Service Management API: a client presenting it over TLS
+    may use the subscription's classic surface (docs/classic-api.md#management-certificates). Certificates named by
     --management-certificate are configuration, not stored. A certificate is public: nothing here is secret."""
 
     __tablename__ = "management_certificates"
