@@ -122,3 +122,17 @@ def test_usable_cpus_counts_the_cpus_the_process_is_confined_to() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "1"
+
+
+def test_management_certificates_reach_the_security_group_and_need_https_and_an_auth_flag(tmp_path: Path) -> None:
+    base = ["--data-dir", str(tmp_path), "--auth-token", "t", "--https"]
+    settings = settings_from_args(
+        [*base, "--management-certificate", "s1:/a.pem", "--management-certificate", "s2:b:c"]
+    )
+    assert settings.security.management_certificates == (("s1", Path("/a.pem")), ("s2", Path("b:c")))
+    with pytest.raises(ValueError, match="needs --https"):
+        settings_from_args(["--data-dir", str(tmp_path), "--auth-token", "t", "--management-certificate", "s:/a"])
+    with pytest.raises(ValueError, match="applies with an auth flag"):
+        settings_from_args(["--data-dir", str(tmp_path), "--https", "--management-certificate", "s:/a"])
+    with pytest.raises(ValueError, match="is not SUBSCRIPTION:FILE"):
+        settings_from_args([*base, "--management-certificate", "no-file"])

@@ -280,3 +280,12 @@ def test_certificates_added_over_the_api_open_their_subscription_and_survive_a_r
             )
     finally:
         again.stop()
+
+
+def test_a_file_that_is_no_certificate_stops_the_start(emulators: EmulatorPool, tmp_path: Path) -> None:
+    (tmp_path / "not-a.cer").write_text("not a certificate")
+    args = ["--auth-token", TOKEN, "--management-certificate", f"{uuid.uuid4()}:{tmp_path / 'not-a.cer'}"]
+    process = emulators.prepare(tmp_path / "data", *args, https=True, in_memory=True)
+    with pytest.raises(RuntimeError, match="holds no certificate"):
+        process.start()
+    assert process.wait_exit() == 2
