@@ -124,6 +124,7 @@ def create_app(
         # The same routes, served first and without FastAPI's per-request routing and dependency work.
         app.router.routes.insert(0, DirectRoutes(arm_routers))
         app.include_router(roles.router)  # Microsoft.Authorization (docs/reference/authorization.md#the-endpoints)
+        routers.append(roles.router)
         # The token service and the account endpoints az calls (they claim only their own path shapes).
         app.router.routes.append(IdentityRoute())
         app.router.routes.append(ClassicRoute())  # the classic 2014 surface (after ARM: it claims only its paths)

@@ -36,7 +36,9 @@ def served_keys(app: FastAPI) -> set[tuple[str, str]]:
     return keys
 
 
-@pytest.mark.parametrize("flags", [{}, {"auth": "issued", "principals": "app:secret:tenant:sub"}], ids=["no auth", "auth issued"])
+@pytest.mark.parametrize(
+    "flags", [{}, {"auth": "issued", "principals": "app:secret:tenant:sub"}], ids=["no auth", "auth issued"]
+)
 def test_every_route_has_an_entry_and_every_entry_a_route(flags: dict[str, Any]) -> None:
     app = create_app(Settings(**flags))
     served = served_keys(app)

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request
 from starlette.routing import BaseRoute, Route
 from starlette.types import Scope
 
-from scheduler_emulator.api import errors
+from scheduler_emulator.api import errors, roles
 from scheduler_emulator.api.authorization import Authorizer
 from scheduler_emulator.api.classic.routes import ClassicRoute
 from scheduler_emulator.api.identity import paths as identity_paths
@@ -144,8 +144,8 @@ _DASHBOARD_COLLECTION = "/_emulator/dashboard/subscriptions/{subscription_id}/re
     "/jobCollections/{name}"
 )
 
-# (method, the route's path template) → its rule. ``tests/api/test_permissions.py`` walks the app's routes and fails
-# on a route missing here, and on an entry no route has.
+# (method, the route's path template) → its rule. ``tests/api/test_permissions_table.py`` walks the app's routes and
+# fails on a route missing here, and on an entry no route has.
 TABLE: dict[tuple[str, str], Rule] = {
     # Microsoft.Scheduler (api/job_collections.py, api/jobs.py, api/history.py)
     ("PUT", _COLLECTION): check(SCHEDULER + "/write", collection_scope),
@@ -238,6 +238,24 @@ TABLE: dict[tuple[str, str], Rule] = {
     ("GET", _DASHBOARD_COLLECTION + "/jobs/{job}/export"): check(JOBS + "/read", job_scope),
     ("POST", "/_emulator/dashboard/describe"): AUTHENTICATED,  # pure computation over the body
     ("GET", "/_emulator/dashboard/overview"): emulator_wide(EMULATOR + "/overview/read"),  # every subscription's
+    # Microsoft.Authorization (api/roles.py): each endpoint gates the subscription and checks
+    # Microsoft.Authorization/roleAssignments/{read|write|delete} at its scope itself; the role definitions are
+    # readable by any caller that may reach the scope's subscription (the root's by any authenticated caller).
+    **{
+        (method, f"{scope}/{roles.PROVIDER}/{path}"): BY_ENDPOINT
+        for scope in ("", *roles.SCOPES)
+        for method, path in (("GET", "roleDefinitions"), ("GET", "roleDefinitions/{role_id}"))
+    },
+    **{
+        (method, f"{scope}/{roles.PROVIDER}/{path}"): BY_ENDPOINT
+        for scope in roles.SCOPES
+        for method, path in (
+            ("GET", "roleAssignments"),
+            ("GET", "roleAssignments/{name}"),
+            ("PUT", "roleAssignments/{name}"),
+            ("DELETE", "roleAssignments/{name}"),
+        )
+    },
 }
 
 
