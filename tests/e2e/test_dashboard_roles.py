@@ -137,7 +137,7 @@ def test_a_reader_sees_the_job_without_the_buttons_that_change_it(
         job = client.get(
             f"{COLLECTION_PATH}/jobs/{JOB}", params=API, headers={"Authorization": f"Bearer {tokens[OWNER]}"}
         )
-    assert job.json()["properties"]["state"] == "Enabled"
+    assert job.json()["properties"]["state"] == "enabled"  # the refused Disable changed nothing
     # the collection's page offers no new-job forms
     page.goto(f"{server.url}/_emulator/ui/#/c/{SUBSCRIPTION}/{GROUP}/{COLLECTION}")
     expect(page.get_by_text("Read only: this token may not add jobs here.")).to_be_visible()

@@ -22,7 +22,7 @@ import httpx
 import jwt
 import pytest
 from azure.core.credentials import AccessToken
-from azure.core.exceptions import ClientAuthenticationError
+from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
 from azure.mgmt.scheduler.models import JobCollectionDefinition, JobCollectionProperties, Sku
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -33,6 +33,11 @@ from support.server import EmulatorPool, ServerProcess
 
 AUDIENCE = "https://management.core.windows.net/"
 ISSUER = "https://sts.windows.net/00000000-0000-0000-0000-000000000000/"
+# The subscription the JWT servers declare in the issuer's tenant, and the Entra object id given Owner of it
+# (docs/reference/authorization.md: with --auth-jwks, subscriptions are declared and roles name object ids).
+JWT_TENANT = "00000000-0000-0000-0000-000000000000"
+JWT_SUBSCRIPTION = "5c2a7e10-3b4d-4f6e-8a9b-1c2d3e4f5a6b"
+JWT_OWNER = "6d3b8f21-4c5e-4a7f-9b0c-2d3e4f5a6b7c"
 PARAMS = {"api-version": API}
 
 
@@ -149,11 +154,15 @@ def jwt_server(
         path = tmp_path_factory.mktemp("jwks") / "jwks.json"
         path.write_text(json.dumps(keys.jwks))
         source = str(path)
+    roles = tmp_path_factory.mktemp("roles") / "principals.json"
+    owner = {"principalId": JWT_OWNER, "role": "Owner", "scope": f"/subscriptions/{JWT_SUBSCRIPTION}"}
+    roles.write_text(json.dumps({"principals": [], "assignments": [owner]}))
     try:
         with EmulatorPool() as pool:
             yield pool.start(
                 tmp_path_factory.mktemp("data"),
                 *("--no-dispatcher", "--auth-jwks", source, "--auth-audience", AUDIENCE, "--auth-issuer", ISSUER),
+                *("--subscription", f"{JWT_SUBSCRIPTION}:{JWT_TENANT}", "--principals-file", str(roles)),
                 https=True,
                 in_memory=True,
             )
@@ -271,7 +280,7 @@ def _status(server: ServerProcess, token: str) -> int:
 
 
 def test_jwt_good_tokens_pass(jwt_server: ServerProcess, keys: Keys) -> None:
-    assert _status(jwt_server, keys.good()) == 404  # authenticated: the (absent) collection is looked up
+    assert _status(jwt_server, keys.good()) == 404  # authenticated: 404 SubscriptionNotFound, not 401
     assert _status(jwt_server, keys.good_es256()) == 404
     # A small clock skew is tolerated.
     assert _status(jwt_server, keys.good(nbf=int(time.time()) + 20)) == 404
@@ -302,19 +311,31 @@ def test_jwt_health_open(jwt_server: ServerProcess) -> None:
 
 
 def test_sdk_with_a_jwt(jwt_server: ServerProcess, keys: Keys) -> None:
+    """The token of the object id the file makes Owner of the declared subscription works there; another object
+    id of the same tenant is refused with ARM's 403 (it holds no role)."""
+
     class JwtCredential:
+        def __init__(self, oid: str) -> None:
+            self.oid = oid
+
         def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-            return AccessToken(keys.good(), int(time.time()) + 3600)
+            return AccessToken(keys.good(tid=JWT_TENANT, oid=self.oid), int(time.time()) + 3600)
 
     names = Names()
-    with scheduler_sdk(jwt_server, JwtCredential(), names.subscription) as sdk:
-        definition = JobCollectionDefinition(
-            location="westus", properties=JobCollectionProperties(sku=Sku(name="Free"))
-        )
+    definition = JobCollectionDefinition(location="westus", properties=JobCollectionProperties(sku=Sku(name="Free")))
+    with scheduler_sdk(jwt_server, JwtCredential(JWT_OWNER), JWT_SUBSCRIPTION) as sdk:
         assert (
             sdk.job_collections.create_or_update(names.resource_group, names.collection, definition).name
             == names.collection
         )
+    stranger = "7e4c9a32-5d6f-4b80-8c1d-3e4f5a6b7c8d"
+    with (
+        scheduler_sdk(jwt_server, JwtCredential(stranger), JWT_SUBSCRIPTION) as sdk,
+        pytest.raises(HttpResponseError) as refused,
+    ):
+        sdk.job_collections.get(names.resource_group, names.collection)
+    assert refused.value.status_code == 403
+    assert refused.value.error is not None and refused.value.error.code == "AuthorizationFailed"
 
 
 def test_unreadable_jwks_file_stops_start(emulators: EmulatorPool, tmp_path: Path) -> None:

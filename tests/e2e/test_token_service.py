@@ -329,7 +329,8 @@ def test_certificate_credential_with_the_sdk(setup: Setup) -> None:
         connection_verify=str(server.cert_path),
     )
     names = Names()
-    with credential, scheduler_sdk(server, credential, names.subscription) as sdk:
+    # it names no subscription: it is Owner of the all-zero one it is listed (docs/reference/authorization.md)
+    with credential, scheduler_sdk(server, credential, ALL_ZERO) as sdk:
         claims = jwt.decode(credential.get_token(ARM).token, options={"verify_signature": False})
         assert claims["appid"] == CERT_APP and claims["azpacr"] == "2"
         assert sdk.job_collections.create_or_update(names.resource_group, names.collection, _collection()).name == (
