@@ -85,6 +85,16 @@ def test_principals_from_the_flag_and_a_file(tmp_path: Path) -> None:
         (None, '{"principals": [{"clientId": "a", "secret": "s", "role": "x"}]}', "unknown field(s) role"),
         (None, '{"principals": {"a": 1}}', "must hold"),
         (None, "not json", "not valid JSON"),
+        (
+            None,
+            '{"principals": [], "assignments": [{"principalId": "o", "role": "Owner", "scope": "/tenants/x"}]}',
+            "the scope '/tenants/x' is not '/', a subscription, a resource group or a job collection",
+        ),
+        (
+            None,
+            '{"principals": [{"clientId": "a", "secret": "s", "roles": [{"role": "Boss", "scope": "/"}]}]}',
+            "there is no built-in role 'Boss'",
+        ),
     ],
 )
 def test_bad_principals_are_named_without_their_secret(
@@ -97,3 +107,17 @@ def test_bad_principals_are_named_without_their_secret(
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")) as raised:
         load_principals(flag, file)
     assert ":b" not in str(raised.value) and "x:y" not in str(raised.value)
+
+
+def test_a_principals_file_gives_roles_at_the_root(tmp_path: Path) -> None:
+    """"/" is assignable by the configuration (docs/reference/authorization.md#the-root-scope)."""
+    (tmp_path / "p.json").write_text(
+        '{"principals": [{"clientId": "admin", "secret": "s", "roles": [{"role": "Owner", "scope": "/"}]}],'
+        ' "assignments": [{"principalId": "o-1", "role": "Reader", "scope": "//"}]}'
+    )
+    principals = load_principals(None, tmp_path / "p.json")
+    admin = principals.find("admin")
+    assert admin is not None and [(r.scope, r.role_definition_id) for r in admin.roles] == [
+        ("/", "8e3af657-a8ff-443c-a75c-2fe8c4bcb635")
+    ]
+    assert [(r.principal_id, r.scope) for r in principals.assignments] == [("o-1", "/")]

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
+import jwt
 import pytest
 from support.databases import TEST_SECRET_KEY, Backend
 from support.server import EmulatorPool, ServerProcess
@@ -287,3 +288,104 @@ def test_azure_mgmt_authorization_grants_lists_and_revokes(servers: Servers) -> 
     assert refused.value.status_code == 403 and refused.value.error.code == "AuthorizationFailed"
     owner.role_assignments.delete(scope, name)
     assert list(owner.role_assignments.list_for_scope(scope, filter=f"principalId eq '{TEAM_OID}'")) == []
+
+
+# --- the root scope "/" (docs/reference/authorization.md#the-root-scope) ------------------------------------------
+
+ADMIN, ADMIN_SECRET, ADMIN_OID = "emulator-admin", "admin-secret", "5d5e7f34-0000-4000-8000-0000000000ad"
+
+
+@pytest.fixture(scope="module")
+def clock_server(own_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A virtual clock with a dispatcher; an administrator given Owner at "/" by the principals file, and the Owner
+    of subscription A (nothing at "/")."""
+    files = tmp_path_factory.mktemp("root")
+    admin = {"clientId": ADMIN, "secret": ADMIN_SECRET, "tenant": TENANT_A, "objectId": ADMIN_OID}
+    (files / "principals.json").write_text(
+        json.dumps({"principals": [{**admin, "roles": [{"role": "Owner", "scope": "/"}]}]})
+    )
+    # the module's database is the servers fixture's too: the same secret key
+    env = {
+        "SCHEDULER_PRINCIPALS": f"{OWNER_A}:{OWNER_A_SECRET}:{TENANT_A}:{SUB_A}",
+        "SCHEDULER_SECRET_KEY": TEST_SECRET_KEY,
+    }
+    flags = ("--auth", "issued", "--clock", "virtual", "--principals-file", str(files / "principals.json"))
+    with EmulatorPool() as pool:
+        yield pool.start(tmp_path_factory.mktemp("clock"), *flags, env=env, https=True, database_url=own_database)
+
+
+def _oid(token: str) -> str:
+    return str(jwt.decode(token, options={"verify_signature": False})["oid"])
+
+
+def _refused_at_root(response: httpx.Response, client_id: str, oid: str, action: str) -> None:
+    assert _error(response, 403, "AuthorizationFailed") == (
+        f"The client '{client_id}' with object id '{oid}' does not have authorization to perform action '{action}' "
+        "over scope '/' or the scope is invalid. If access was recently granted, please refresh your credentials."
+    )
+
+
+def test_a_role_at_the_root_steps_the_clock_and_a_subscription_owner_is_refused(clock_server: ServerProcess) -> None:
+    server = clock_server
+    admin, owner = _token(server, ADMIN, ADMIN_SECRET, TENANT_A), _owner(server)
+    before = _call(server, "GET", "/_emulator/clock", owner).json()["now"]
+    _refused_at_root(
+        _call(server, "POST", "/_emulator/clock", owner, {"advance": "PT1H"}),
+        OWNER_A,
+        _oid(owner),
+        "Microsoft.Scheduler/emulator/clock/write",
+    )
+    _refused_at_root(
+        _call(server, "POST", "/_emulator/reset", owner),
+        OWNER_A,
+        _oid(owner),
+        "Microsoft.Scheduler/emulator/reset/action",
+    )
+    _refused_at_root(
+        _call(server, "GET", "/metrics", owner), OWNER_A, _oid(owner), "Microsoft.Scheduler/emulator/metrics/read"
+    )
+    assert _call(server, "GET", "/_emulator/clock", owner).json()["now"] == before  # the refusal moved nothing
+    moved = _call(server, "POST", "/_emulator/clock", admin, {"advance": "PT1H"})
+    assert moved.status_code == 200, moved.text
+    assert _call(server, "GET", "/_emulator/clock", admin).json()["now"] > before
+    assert _call(server, "GET", "/metrics", admin).status_code == 200
+    # the root's Owner is Owner in every subscription of its tenant too
+    assert _call(server, "GET", f"/subscriptions/{SUB_A}/resourceGroups", admin).status_code == 200
+
+
+def test_assignments_at_the_root_need_a_role_at_the_root(clock_server: ServerProcess) -> None:
+    """Over the API, "/" is written only by who holds roleAssignments/write there (Azure: elevated access)."""
+    server = clock_server
+    admin, owner = _token(server, ADMIN, ADMIN_SECRET, TENANT_A), _owner(server)
+    name = str(uuid.uuid4())
+    reader_at_root = {
+        "properties": {
+            "roleDefinitionId": f"/providers/Microsoft.Authorization/roleDefinitions/{READER_ID}",
+            "principalId": _oid(owner),
+        }
+    }
+    path = f"/providers/Microsoft.Authorization/roleAssignments/{name}"
+    _refused_at_root(
+        _call(server, "PUT", path, owner, reader_at_root),
+        OWNER_A,
+        _oid(owner),
+        "Microsoft.Authorization/roleAssignments/write",
+    )
+    _error(_call(server, "GET", path, admin), 404, "RoleAssignmentNotFound")  # the refusal stored nothing
+    made = _call(server, "PUT", path, admin, reader_at_root)
+    assert made.status_code == 201, made.text
+    assert made.json()["id"] == path and made.json()["properties"]["scope"] == "/"
+    assert made.json()["properties"]["roleDefinitionId"] == reader_at_root["properties"]["roleDefinitionId"]
+    listed = _call(server, "GET", _assignments(""), admin, **{"$filter": "atScope()"})
+    assert {item["name"] for item in listed.json()["value"]} >= {name}
+    assert _call(server, "GET", "/metrics", owner).status_code == 200  # Reader at "/" reads the emulator's figures
+    _refused_at_root(  # but does not move its clock
+        _call(server, "POST", "/_emulator/clock", owner, {"advance": "PT1M"}),
+        OWNER_A,
+        _oid(owner),
+        "Microsoft.Scheduler/emulator/clock/write",
+    )
+    assert _call(server, "DELETE", path, admin).status_code == 200
+    _refused_at_root(
+        _call(server, "GET", "/metrics", owner), OWNER_A, _oid(owner), "Microsoft.Scheduler/emulator/metrics/read"
+    )

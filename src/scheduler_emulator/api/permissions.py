@@ -31,8 +31,9 @@ SCHEDULER = "Microsoft.Scheduler/jobCollections"
 JOBS = SCHEDULER + "/jobs"
 GROUPS = "Microsoft.Resources/subscriptions/resourceGroups"
 DEPLOYMENTS = "Microsoft.Resources/deployments"
-# The emulator's own extensions, named as actions of the provider it emulates (docs/reference/authorization.md#the-
-# emulators-own-routes): Owner's and Contributor's ``*`` and Reader's ``*/read`` match them like any other action.
+# The emulator's own extensions, named as actions of the provider it emulates
+# (docs/reference/authorization.md#the-emulators-own-routes): Owner's and Contributor's ``*`` and Reader's ``*/read``
+# match them like any other action.
 EMULATOR = "Microsoft.Scheduler/emulator"
 
 
@@ -240,16 +241,14 @@ TABLE: dict[tuple[str, str], Rule] = {
     ("GET", "/_emulator/dashboard/overview"): emulator_wide(EMULATOR + "/overview/read"),  # every subscription's
     # Microsoft.Authorization (api/roles.py): each endpoint gates the subscription and checks
     # Microsoft.Authorization/roleAssignments/{read|write|delete} at its scope itself; the role definitions are
-    # readable by any caller that may reach the scope's subscription (the root's by any authenticated caller).
+    # readable by any caller that may reach the scope's subscription (the root's by any authenticated caller); at the
+    # root "/", assignments need the action at "/" (docs/reference/authorization.md#the-root-scope).
     **{
         (method, f"{scope}/{roles.PROVIDER}/{path}"): BY_ENDPOINT
         for scope in ("", *roles.SCOPES)
-        for method, path in (("GET", "roleDefinitions"), ("GET", "roleDefinitions/{role_id}"))
-    },
-    **{
-        (method, f"{scope}/{roles.PROVIDER}/{path}"): BY_ENDPOINT
-        for scope in roles.SCOPES
         for method, path in (
+            ("GET", "roleDefinitions"),
+            ("GET", "roleDefinitions/{role_id}"),
             ("GET", "roleAssignments"),
             ("GET", "roleAssignments/{name}"),
             ("PUT", "roleAssignments/{name}"),

@@ -1,6 +1,6 @@
 """Microsoft.Authorization as ARM serves it (docs/reference/authorization.md#the-endpoints): the built-in role
 definitions and role assignments at ``{scope}/providers/Microsoft.Authorization/…``, scope a subscription, a
-resource group or a job collection (role definitions also at the root). These routes check their own
+resource group, a job collection or the root ``/``. These routes check their own
 permissions: ``Microsoft.Authorization/roleAssignments/{read|write|delete}`` at the scope."""
 
 from __future__ import annotations
@@ -319,7 +319,10 @@ async def list_assignments(request: Request) -> Response:
             "$filter",
         )
     rows = await in_read_session(
-        request, lambda session: repository.role_assignments_in_subscription(session, subscription or "")
+        request,
+        lambda session: repository.role_assignments_in_subscription(session, subscription)
+        if subscription is not None
+        else repository.all_role_assignments(session),  # the root: every assignment is at or below it
     )
     candidates: list[tuple[Assignment, RoleAssignmentRow | None]] = [
         *((a, None) for a in authorizer.directory.implicit),
@@ -344,15 +347,16 @@ async def list_assignments(request: Request) -> Response:
 
 
 def _routes() -> None:
+    # The root "/" too, as ARM serves it: writing there needs roleAssignments/write at "/", which in Azure only
+    # elevated access gives and here only the configuration (docs/reference/authorization.md#the-root-scope).
     for scope in ("", *SCOPES):
         base = f"{scope}/{PROVIDER}"
         router.add_api_route(f"{base}/roleDefinitions", list_definitions, methods=["GET"])
         router.add_api_route(f"{base}/roleDefinitions/{{role_id}}", get_definition, methods=["GET"])
-        if scope:
-            router.add_api_route(f"{base}/roleAssignments", list_assignments, methods=["GET"])
-            router.add_api_route(f"{base}/roleAssignments/{{name}}", get_assignment, methods=["GET"])
-            router.add_api_route(f"{base}/roleAssignments/{{name}}", put_assignment, methods=["PUT"])
-            router.add_api_route(f"{base}/roleAssignments/{{name}}", delete_assignment, methods=["DELETE"])
+        router.add_api_route(f"{base}/roleAssignments", list_assignments, methods=["GET"])
+        router.add_api_route(f"{base}/roleAssignments/{{name}}", get_assignment, methods=["GET"])
+        router.add_api_route(f"{base}/roleAssignments/{{name}}", put_assignment, methods=["PUT"])
+        router.add_api_route(f"{base}/roleAssignments/{{name}}", delete_assignment, methods=["DELETE"])
 
 
 _routes()

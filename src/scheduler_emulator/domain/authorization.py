@@ -180,8 +180,9 @@ def normalise_scope(scope: str) -> str:
 
 
 def is_assignable_scope(scope: str) -> bool:
-    """Whether assignments may be made at ``scope`` here: a subscription, a resource group or a job collection."""
-    return any(shape.match(scope) for shape in _SCOPE_SHAPES)
+    """Whether assignments may be made at ``scope`` here: the root ``/`` (every subscription and the emulator-wide
+    routes), a subscription, a resource group or a job collection."""
+    return scope == ROOT_SCOPE or any(shape.match(scope) for shape in _SCOPE_SHAPES)
 
 
 def scope_covers(assigned: str, target: str) -> bool:

@@ -441,6 +441,11 @@ def role_assignments_in_subscription(session: Session, subscription: str) -> lis
     return list(session.scalars(query.order_by(RoleAssignmentRow.id)))
 
 
+def all_role_assignments(session: Session) -> list[RoleAssignmentRow]:
+    """Every stored assignment, oldest first (a list at the root scope; callers filter by scope)."""
+    return list(session.scalars(select(RoleAssignmentRow).order_by(RoleAssignmentRow.id)))
+
+
 def role_assignments_at_scope(session: Session, scope: str) -> list[RoleAssignmentRow]:
     """The stored assignments made exactly at ``scope`` (``$filter=atScope()`` also wants those above it)."""
     query = select(RoleAssignmentRow).where(RoleAssignmentRow.scope_key == scope.lower())

@@ -208,7 +208,7 @@ def _configured_role(where: str, principal_id: str, item: object) -> ConfiguredR
     scope = normalise_scope(item["scope"])
     if not is_assignable_scope(scope):
         raise ConfigError(
-            f"{where}: the scope '{item['scope']}' is not a subscription, a resource group or a job collection"
+            f"{where}: the scope '{item['scope']}' is not '/', a subscription, a resource group or a job collection"
         )
     return ConfiguredRole(principal_id=principal_id, role_definition_id=role.id, scope=scope)
 
