@@ -230,6 +230,61 @@ def test_assignments_survive_a_restart_and_every_process_sees_them(servers: Serv
     assert again.json()["properties"]["principalId"] == TEAM_OID
 
 
+SCHEDULER_API = {"api-version": "2016-03-01"}
+GROUPS_API = {"api-version": "2021-04-01"}
+COLLECTION_BODY = {"location": "westus", "properties": {"sku": {"name": "Standard"}}}
+
+
+def test_deleting_a_collection_or_a_group_deletes_the_assignments_on_it(servers: Servers) -> None:
+    """ARM leaves no assignment behind a deleted resource: one listed before the delete is gone after it, and a
+    collection or group made again under the same name does not inherit it."""
+    server = servers.first
+    owner, team = _owner(server), _team(server)
+    group = f"/subscriptions/{SUB_A}/resourceGroups/gone-{uuid.uuid4().hex[:8]}"
+    collection = f"{group}/providers/Microsoft.Scheduler/jobCollections/c1"
+    assert _call(server, "PUT", group, owner, {"location": "westus"}, **GROUPS_API).status_code == 201
+
+    def make_collection() -> None:
+        made = _call(server, "PUT", collection, owner, COLLECTION_BODY, **SCHEDULER_API)
+        assert made.status_code in (200, 201), made.text
+
+    def team_reads(path: str, **api: str) -> int:
+        return _call(server, "GET", path, team, **api).status_code
+
+    def team_assignments() -> set[str]:
+        listed = _call(
+            server, "GET", _assignments(f"/subscriptions/{SUB_A}"), owner, **{"$filter": f"principalId eq '{TEAM_OID}'"}
+        )
+        assert listed.status_code == 200, listed.text
+        return {item["properties"]["scope"] for item in listed.json()["value"]}
+
+    make_collection()
+    on_collection = str(uuid.uuid4())
+    granted = _call(server, "PUT", f"{_assignments(collection)}/{on_collection}", owner, _grant(collection))
+    assert granted.status_code == 201, granted.text
+    assert collection in team_assignments()
+    assert team_reads(collection, **SCHEDULER_API) == 200
+
+    assert _call(server, "DELETE", collection, owner, **SCHEDULER_API).status_code == 200
+    assert collection not in team_assignments()
+    _error(_call(server, "GET", f"{_assignments(group)}/{on_collection}", owner), 404, "RoleAssignmentNotFound")
+    make_collection()  # the same name again: a new resource, with no grant of the old one
+    _error(_call(server, "GET", collection, team, **SCHEDULER_API), 403, "AuthorizationFailed")
+
+    on_group, on_new_collection = str(uuid.uuid4()), str(uuid.uuid4())
+    assert _call(server, "PUT", f"{_assignments(group)}/{on_group}", owner, _grant(group)).status_code == 201
+    granted = _call(server, "PUT", f"{_assignments(collection)}/{on_new_collection}", owner, _grant(collection))
+    assert granted.status_code == 201, granted.text
+    assert {group, collection} <= team_assignments()
+    assert team_reads(group, **GROUPS_API) == 200
+    assert _call(server, "DELETE", group, owner, **GROUPS_API).status_code == 202
+    assert not {group, collection} & team_assignments()  # the group's and the collection's in it
+    assert _call(server, "PUT", group, owner, {"location": "westus"}, **GROUPS_API).status_code == 201
+    make_collection()
+    _error(_call(server, "GET", group, team, **GROUPS_API), 403, "AuthorizationFailed")
+    _error(_call(server, "GET", collection, team, **SCHEDULER_API), 403, "AuthorizationFailed")
+
+
 def test_the_owner_of_b_reads_nothing_of_a(servers: Servers) -> None:
     server = servers.first
     token_b = _token(server, OWNER_B, OWNER_B_SECRET, TENANT_B)

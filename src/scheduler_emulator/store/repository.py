@@ -304,11 +304,22 @@ def set_jobs_state(session: Session, collection: JobCollectionRow, state: str, n
 
 
 def delete_collection(session: Session, collection: JobCollectionRow) -> None:
-    """Remove the collection with its jobs and their history."""
+    """Remove the collection with its jobs and their history, and the role assignments at it and below it (a
+    collection made again under the same name starts with none, as in ARM)."""
     job_ids = select(JobRow.id).where(JobRow.collection_id == collection.id).scalar_subquery()
     session.execute(delete(JobHistoryRow).where(JobHistoryRow.job_id.in_(job_ids)))
     session.execute(delete(JobRow).where(JobRow.collection_id == collection.id))
+    delete_role_assignments_below(
+        session,
+        f"{group_scope(collection.subscription_key, collection.resource_group_key)}"
+        f"/providers/Microsoft.Scheduler/jobCollections/{collection.name_key}",
+    )
     session.delete(collection)
+
+
+def group_scope(subscription: str, group: str) -> str:
+    """A resource group's ARM id, the scope of role assignments made on it (docs/reference/authorization.md)."""
+    return f"/subscriptions/{subscription}/resourceGroups/{group}"
 
 
 def delete_job(session: Session, job: JobRow) -> None:

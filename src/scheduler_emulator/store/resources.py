@@ -96,7 +96,8 @@ def find_generic(session: Session, subscription: str, group: str, type_: str, na
 
 def delete_group_contents(session: Session, subscription: str, group: str) -> None:
     """Remove every collection (with jobs and history), deployment (with operations) and inert resource of the
-    group, and its row."""
+    group, the role assignments at the group and below it, and its row."""
+    repo.delete_role_assignments_below(session, repo.group_scope(subscription, group))
     for collection in collections_in_group(session, subscription, group):
         repo.delete_collection(session, collection)
     for deployment in deployments_of(session, subscription, group):
