@@ -518,6 +518,37 @@ def test_a_template_with_a_resource_its_caller_may_not_write_creates_nothing(emu
     settle(emulator, _deployment(RG1, "plain"))
 
 
+def test_the_deployment_to_redeploy_on_error_is_checked_like_the_deployment(emulator: Emulator) -> None:
+    """onErrorDeployment would redeploy another template as its caller: a Scheduler Job Collections Contributor may
+    not name one holding a resource it may not write (403, nothing recorded), and may name one it could deploy."""
+    site = {"type": "Microsoft.Web/sites", "apiVersion": "2022-03-01", "name": "web-fallback", "location": "westus"}
+    emulator.ok(OWNER, "PUT", _deployment(RG1, "with-site"), template(collection_resource("owner-made"), site))
+    settle(emulator, _deployment(RG1, "with-site"))
+    emulator.ok(OWNER, "PUT", _deployment(RG1, "collections-only"), template(collection_resource("fallback")))
+    settle(emulator, _deployment(RG1, "collections-only"))
+
+    def falling_back_to(name: str) -> dict[str, Any]:
+        body = template(collection_resource("from-fallback"))
+        body["properties"]["onErrorDeployment"] = {"type": "SpecificDeployment", "deploymentName": name}
+        return body
+
+    before = snapshot(emulator)
+    response = emulator.call(JOBS_CONTRIBUTOR, "PUT", _deployment(RG1, "falls-back"), falling_back_to("with-site"))
+    assert response.status_code == 403, response.text
+    assert response.json()["error"]["message"] == _refusal_message(
+        JOBS_CONTRIBUTOR, "Microsoft.Web/sites/write", f"{_group(RG1)}/providers/Microsoft.Web/sites/web-fallback"
+    )
+    assert snapshot(emulator) == before
+    assert emulator.call(OWNER, "GET", _deployment(RG1, "falls-back")).status_code == 404
+    assert emulator.call(OWNER, "GET", _collection(RG1, "from-fallback")).status_code == 404
+    allowed = emulator.call(
+        JOBS_CONTRIBUTOR, "PUT", _deployment(RG1, "falls-back"), falling_back_to("collections-only")
+    )
+    assert allowed.status_code == 201, allowed.text
+    assert allowed.json()["properties"]["onErrorDeployment"]["deploymentName"] == "collections-only"
+    settle(emulator, _deployment(RG1, "falls-back"))
+
+
 def test_the_scheduler_sdk_of_a_reader_is_refused_with_403(emulator: Emulator) -> None:
     credential = ClientSecretCredential(
         TENANT_A,

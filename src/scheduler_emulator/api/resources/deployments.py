@@ -68,6 +68,24 @@ def resource_writes(planned: TemplateDeployment) -> list[tuple[str, str]]:
     return [(f"{instance.type}/write", instance.id) for instance in planned.resources]
 
 
+def redeployment_writes(
+    session: Session, ref: DeploymentRef, target: str, policy: Policy, moment: datetime
+) -> list[tuple[str, str]]:
+    """What the deployment ``onErrorDeployment`` names would write if this one fails: that deployment itself and
+    each resource of its template. Its caller needs them all, as for its own template
+    (docs/reference/authorization.md#template-deployments). A template that can no longer be redeployed writes
+    nothing: its run ends in OnErrorDeploymentFailed."""
+    target_ref = _ref(ref.subscription_id, ref.resource_group, target)
+    try:
+        planned, _mode = deployments.redeployment(session, target_ref, policy, moment)
+    except DeploymentRefused:
+        return []
+    deployment_id = (
+        f"/subscriptions/{ref.subscription_id}/resourceGroups/{ref.resource_group}/providers/{DEPLOYMENT_TYPE}/{target}"
+    )
+    return [(f"{DEPLOYMENT_TYPE}/write", deployment_id), *resource_writes(planned)]
+
+
 def _refused(exc: DeploymentRefused) -> errors.ArmError:
     return errors.ArmError(400, exc.code, exc.message, exc.target)
 
@@ -175,6 +193,8 @@ async def create_or_update_deployment(
         except DeploymentRefused as exc:
             raise _refused(exc) from None
         refuse(resource_writes(planned))  # before anything is recorded, as ARM's preflight
+        if on_error is not None:
+            refuse(redeployment_writes(session, ref, on_error["deploymentName"], policy, moment))
         row, created = deployments.begin(
             session, ref, planned, mode=mode, correlation_id=correlation[:64], moment=moment, on_error=on_error
         )
