@@ -77,7 +77,10 @@ async def _check(request: Request, action: str, scope: str) -> None:
 
 
 def definition_to_wire(role: RoleDefinition, scope: str) -> dict[str, Any]:
-    prefix = "" if scope == "/" else scope
+    """A built-in role as ARM lists it at ``scope``: its id under the scope's subscription (below it too, so that it
+    equals the ``roleDefinitionId`` of assignments, which az compares), or at the root."""
+    subscription = subscription_of(scope)
+    prefix = f"/subscriptions/{subscription}" if subscription else ""
     return {
         "id": f"{prefix}/providers/Microsoft.Authorization/roleDefinitions/{role.id}",
         "name": role.id,
