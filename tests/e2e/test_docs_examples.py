@@ -36,6 +36,10 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
     "README.md": [
         ("jobs/hello/history", r'"status": ?"Completed"'),
         ("jobs/hello/history", r"Body: hello from the target"),
+        # Who may do what: the grant is listed, the team reads the group and its write is refused, then revoked
+        ("az role assignment create", r"^3a3a3a3a-0000-4000-8000-000000000003\tReader$"),
+        ("web-team-secret --tenant", r"^web\nAuthorizationFailed$"),
+        ("az role assignment delete", r"^0$"),
     ],
     "docs/clients.md": [
         ("curl --fail-with-body", r'"name": ?"my-jobs/ping"'),

@@ -180,3 +180,30 @@ def test_expansion_is_bounded() -> None:
     ]
     with pytest.raises(TemplateError, match="more than 800 resources"):
         plan({"resources": children})
+
+
+def test_an_extension_resource_is_deployed_on_what_its_scope_names() -> None:
+    """``scope`` as a resource id or as ``Namespace/type/name`` (what Bicep writes) gives the extension resource's
+    id under that resource, and the resource deploys after it; outside the group, or malformed, is refused."""
+    assignment = "Microsoft.Authorization/roleAssignments"
+    collection = {"type": JC, "name": "jc", "apiVersion": "2016-03-01"}
+    for scope in ("Microsoft.Scheduler/jobCollections/jc", "[resourceId('Microsoft.Scheduler/jobCollections', 'jc')]"):
+        granted = {"type": assignment, "name": "g1", "scope": scope, "properties": {}}
+        resources = plan({"resources": [granted, collection]}).resources
+        assert [r.type for r in resources] == [JC, assignment]  # after the collection it extends
+        collection_id = "/subscriptions/s1/resourceGroups/rg/providers/Microsoft.Scheduler/jobCollections/jc"
+        assert resources[1].scope_id == collection_id
+        assert resources[1].id == f"{collection_id}/providers/{assignment}/g1"
+        assert "scope" not in plan({"resources": [granted, collection]}).body_of(resources[1])
+    at_group = plan({"resources": [{"type": assignment, "name": "g2"}]}).resources[0]
+    assert at_group.id == f"/subscriptions/s1/resourceGroups/rg/providers/{assignment}/g2"
+    assert at_group.scope_id == "/subscriptions/s1/resourceGroups/rg"
+    for bad, words in (
+        ("/subscriptions/s1/resourceGroups/other", "outside the deployment's resource group"),
+        ("/subscriptions/s2/resourceGroups/rg/providers/Microsoft.Scheduler/jobCollections/jc", "outside"),
+        ("jobCollections/jc", "is not a resource id"),
+        ("", "must be a resource id"),
+    ):
+        with pytest.raises(TemplateError, match=words) as refused:
+            plan({"resources": [{"type": assignment, "name": "g3", "scope": bad}]})
+        assert refused.value.target == "template.resources[0].scope"

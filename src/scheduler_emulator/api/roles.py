@@ -29,6 +29,8 @@ from scheduler_emulator.domain.authorization import (
     scope_covers,
     subscription_of,
 )
+from scheduler_emulator.service import role_assignments
+from scheduler_emulator.service.role_assignments import AssignmentRefused
 from scheduler_emulator.store import repository
 from scheduler_emulator.store.models import RoleAssignmentRow
 
@@ -41,7 +43,6 @@ SCOPES = (
     "/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers/Microsoft.Scheduler/"
     "jobCollections/{job_collection}",
 )
-_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _ROLE_NAME_FILTER = re.compile(r"^\s*roleName\s+eq\s+'([^']*)'\s*$", re.IGNORECASE)
 _PRINCIPAL_FILTER = re.compile(r"principalId\s+eq\s+'([^']*)'", re.IGNORECASE)
 _ASSIGNED_TO_FILTER = re.compile(r"assignedTo\('([^']*)'\)", re.IGNORECASE)
@@ -76,7 +77,10 @@ async def _check(request: Request, action: str, scope: str) -> None:
 
 
 def definition_to_wire(role: RoleDefinition, scope: str) -> dict[str, Any]:
-    prefix = "" if scope == "/" else scope
+    """A built-in role as ARM lists it at ``scope``: its id under the scope's subscription (below it too, so that it
+    equals the ``roleDefinitionId`` of assignments, which az compares), or at the root."""
+    subscription = subscription_of(scope)
+    prefix = f"/subscriptions/{subscription}" if subscription else ""
     return {
         "id": f"{prefix}/providers/Microsoft.Authorization/roleDefinitions/{role.id}",
         "name": role.id,
@@ -175,13 +179,8 @@ def _not_found(name: str) -> errors.ArmError:
     return errors.ArmError(404, "RoleAssignmentNotFound", f"The role assignment '{name[:100]}' is not found.")
 
 
-def _check_name(name: str) -> None:
-    if not _GUID.match(name):
-        raise errors.ArmError(
-            400,
-            "InvalidRoleAssignmentId",
-            f"The role assignment ID '{name[:100]}' is not valid. The role assignment ID must be a GUID.",
-        )
+def refused(exc: AssignmentRefused) -> errors.ArmError:
+    return errors.ArmError(exc.status, exc.code, exc.message, exc.target)
 
 
 async def put_assignment(request: Request, name: str) -> Response:
@@ -189,74 +188,25 @@ async def put_assignment(request: Request, name: str) -> Response:
     {roleDefinitionId, principalId, principalType?}}`` → 201."""
     scope = _scope(request)
     await _check(request, WRITE_ASSIGNMENTS, scope)
-    _check_name(name)
-    body = await json_object(request)
-    properties = body.get("properties")
-    if not isinstance(properties, dict):
-        raise errors.bad_request("The request body must have 'properties'.", "properties")
-    definition_id, principal_id = properties.get("roleDefinitionId"), properties.get("principalId")
-    if not isinstance(definition_id, str) or not definition_id:
-        raise errors.bad_request("'properties.roleDefinitionId' is required.", "properties.roleDefinitionId")
-    if not isinstance(principal_id, str) or not principal_id or len(principal_id) > 100:
-        raise errors.bad_request("'properties.principalId' is required.", "properties.principalId")
-    principal_type = properties.get("principalType") or "ServicePrincipal"
-    if principal_type not in ("User", "Group", "ServicePrincipal", "ForeignGroup", "Device"):
-        raise errors.bad_request(f"The principalType '{str(principal_type)[:40]}' is not valid.", "principalType")
-    role = role_by_id(definition_id)
-    if role is None:
-        shown = definition_id.rstrip("/").rsplit("/", 1)[-1][:100]
-        raise errors.ArmError(
-            400, "RoleDefinitionDoesNotExist", f"The specified role definition with ID '{shown}' does not exist."
-        )
-    caller = await _authorizer(request).subject(request)
-    implicit = _authorizer(request).directory.implicit
-    if any(
-        a.principal_id.lower() == principal_id.lower()
-        and a.role_definition_id == role.id
-        and a.scope.lower() == scope.lower()
-        for a in implicit
-    ):
-        raise _exists()
-    now = datetime.now(UTC)
+    try:
+        role_assignments.check_name(name)
+        grant = role_assignments.read_grant(name, scope, await json_object(request))
+    except AssignmentRefused as exc:
+        raise refused(exc) from None
+    authorizer = _authorizer(request)
+    caller = await authorizer.subject(request)
+    moment = datetime.now(UTC)
 
     def work(session: Session) -> tuple[RoleAssignmentRow, bool]:
-        existing = repository.find_role_assignment(session, name)
-        if existing is not None:
-            same = (
-                existing.scope_key == scope.lower()
-                and existing.role_definition_id == role.id
-                and existing.principal_key == principal_id.lower()
+        try:
+            return role_assignments.create(
+                session, grant, configured=authorizer.directory.implicit, created_by=caller.object_id, moment=moment
             )
-            if not same:
-                raise errors.ArmError(
-                    409,
-                    "RoleAssignmentUpdateNotPermitted",
-                    "Tenant ID, application ID, principal ID, and scope are not allowed to be updated.",
-                )
-            return existing, False
-        for other in repository.role_assignments_at_scope(session, scope):
-            if other.principal_key == principal_id.lower() and other.role_definition_id == role.id:
-                raise _exists()
-        row = RoleAssignmentRow(
-            name=name,
-            scope=scope,
-            subscription_key=(subscription_of(scope) or "").lower(),
-            role_definition_id=role.id,
-            principal_id=principal_id,
-            principal_type=principal_type,
-            created_by=caller.object_id,
-            created_at=now,
-            updated_at=now,
-        )
-        repository.put_role_assignment(session, row)
-        return row, True
+        except AssignmentRefused as exc:
+            raise refused(exc) from None
 
-    row, _created = await in_session(request, work)
+    row, _created = await in_session(request, work)  # ARM answers 201 to the same PUT again too
     return JSONResponse(assignment_to_wire(assignment_of(row), row), status_code=201)
-
-
-def _exists() -> errors.ArmError:
-    return errors.ArmError(409, "RoleAssignmentExists", "The role assignment already exists.")
 
 
 async def get_assignment(request: Request, name: str) -> Response:

@@ -19,15 +19,23 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
+from scheduler_emulator.domain.authorization import Assignment, normalise_scope
 from scheduler_emulator.domain.errors import Conflict, FieldError, InvalidName, NotFound, TooLarge
 from scheduler_emulator.domain.inert_resources import computed_properties, generated_keys
 from scheduler_emulator.schemas.common import first_field_error
 from scheduler_emulator.schemas.job import JobDefinitionIn, strip_secrets
 from scheduler_emulator.schemas.job_collection import JobCollectionIn
 from scheduler_emulator.schemas.member_names import canonical_names
-from scheduler_emulator.service import collections, deployments, jobs
-from scheduler_emulator.service.deployments import COLLECTION_TYPE, JOB_TYPE, DeploymentRef, Policy
+from scheduler_emulator.service import collections, deployments, jobs, role_assignments
+from scheduler_emulator.service.deployments import (
+    COLLECTION_TYPE,
+    JOB_TYPE,
+    ROLE_ASSIGNMENT_TYPE,
+    DeploymentRef,
+    Policy,
+)
 from scheduler_emulator.service.refs import CollectionRef
+from scheduler_emulator.service.role_assignments import AssignmentRefused
 from scheduler_emulator.store import repository as repo
 from scheduler_emulator.store import resources as store
 from scheduler_emulator.store.database import Database
@@ -49,6 +57,9 @@ class RunContext:
     wake: Callable[[], None]
     floor: timedelta
     policy: Policy
+    # for role assignments: the configuration's own (a template cannot make them twice) and who deploys
+    configured_assignments: tuple[Assignment, ...] = ()
+    deployed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,10 +89,12 @@ def _failure_of(exc: Exception) -> Failure:
         return Failure(400, "LimitExceeded", str(exc))
     if isinstance(exc, TemplateError):
         return Failure(404 if exc.code == "ResourceNotFound" else 400, exc.code, exc.message)
+    if isinstance(exc, AssignmentRefused):
+        return Failure(exc.status, exc.code, exc.message)
     raise exc
 
 
-_EXPECTED = (FieldError, Conflict, NotFound, InvalidName, TooLarge, TemplateError, ValidationError)
+_EXPECTED = (FieldError, Conflict, NotFound, InvalidName, TooLarge, TemplateError, ValidationError, AssignmentRefused)
 
 
 def _split_id(resource_id: str) -> tuple[str, str, str, str] | None:
@@ -343,6 +356,17 @@ def _write(scope: WriteScope, context: RunContext, instance: ResourceInstance, b
         scope.lock(ref)
         _, _, created = jobs.put(session, ref, job_name, properties, moment=moment, floor=context.floor)
         scope.announce_change()
+        return created
+    if kind == ROLE_ASSIGNMENT_TYPE:
+        grant = role_assignments.read_grant(instance.name, normalise_scope(instance.scope_id), body)
+        scope.hold(f"subscription:{subscription.lower()}")  # as the REST API's PUT (api/roles.py) holds it
+        _, created = role_assignments.create(
+            session,
+            grant,
+            configured=context.configured_assignments,
+            created_by=context.deployed_by,
+            moment=moment,
+        )
         return created
     return _write_generic(session, instance, subscription=subscription, group=group, body=body, moment=moment)
 

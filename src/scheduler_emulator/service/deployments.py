@@ -14,17 +14,20 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from scheduler_emulator.domain.authorization import normalise_scope
 from scheduler_emulator.domain.errors import Conflict, NotFound
-from scheduler_emulator.service import resource_groups
+from scheduler_emulator.service import resource_groups, role_assignments
 from scheduler_emulator.store import resources as store
 from scheduler_emulator.store.models import DeploymentOperationRow, DeploymentRow
 from scheduler_emulator.templates.errors import NeedsDeployment, TemplateError
 from scheduler_emulator.templates.evaluation import Environment
-from scheduler_emulator.templates.template import TemplateDeployment, resource_id
+from scheduler_emulator.templates.template import ResourceInstance, TemplateDeployment, resource_id
 
 COLLECTION_TYPE = "microsoft.scheduler/jobcollections"
 JOB_TYPE = "microsoft.scheduler/jobcollections/jobs"
-SCHEDULER_TYPES = (COLLECTION_TYPE, JOB_TYPE)
+ROLE_ASSIGNMENT_TYPE = "microsoft.authorization/roleassignments"
+HOSTED_TYPES = (COLLECTION_TYPE, JOB_TYPE, ROLE_ASSIGNMENT_TYPE)
+EXTENSION_TYPES = (ROLE_ASSIGNMENT_TYPE,)  # may name what they extend with ``scope``
 ACTIVE_STATES = ("Accepted", "Running")
 MODES = {"incremental": "Incremental", "complete": "Complete"}
 DEFAULT_TENANT = "00000000-0000-0000-0000-000000000000"
@@ -178,7 +181,9 @@ def preflight(
         deployment = TemplateDeployment(template, parameters, env, PreflightLookup())
         for instance in deployment.resources:
             with contextlib.suppress(NeedsDeployment):  # evaluated when the resource deploys
-                deployment.body_of(instance)
+                body = deployment.body_of(instance)
+                if instance.type.lower() == ROLE_ASSIGNMENT_TYPE:
+                    grant_of(instance, body)
         deployment.output_types_check()
     except TemplateError as exc:
         raise DeploymentRefused(exc.code, exc.message, exc.target) from None
@@ -192,12 +197,23 @@ def preflight(
     return deployment, mode
 
 
+def grant_of(instance: ResourceInstance, body: dict[str, Any]) -> role_assignments.Grant:
+    """The role assignment a template's ``Microsoft.Authorization/roleAssignments`` resource asks for, on the
+    resource group or on what its ``scope`` names; DeploymentRefused naming the resource's member otherwise."""
+    try:
+        return role_assignments.read_grant(instance.name, normalise_scope(instance.scope_id), body)
+    except role_assignments.AssignmentRefused as exc:
+        raise DeploymentRefused(exc.code, exc.message, f"{instance.path}.{exc.target or 'name'}") from None
+
+
 def _check_types(deployment: TemplateDeployment, policy: Policy) -> None:
     """Every resource's type is one the emulator hosts (or, with inert, keeps)."""
     unsupported: list[str] = []
     foreign: list[str] = []
     for instance in deployment.resources:
-        elsewhere = sorted(k for k in instance.definition if k.lower() in ("resourcegroup", "subscriptionid", "scope"))
+        kind = instance.type.lower()
+        placed = ("resourcegroup", "subscriptionid") + (() if kind in EXTENSION_TYPES else ("scope",))
+        elsewhere = sorted(k for k in instance.definition if k.lower() in placed)
         if elsewhere:
             raise DeploymentRefused(
                 "InvalidTemplate",
@@ -205,8 +221,7 @@ def _check_types(deployment: TemplateDeployment, policy: Policy) -> None:
                 "supported by this emulator (every resource goes to the deployment's resource group).",
                 f"{instance.path}.{elsewhere[0]}",
             )
-        kind = instance.type.lower()
-        if kind in SCHEDULER_TYPES:
+        if kind in HOSTED_TYPES:
             continue
         if kind.startswith("microsoft.scheduler/") or kind == "microsoft.resources/deployments":
             unsupported.append(instance.type)

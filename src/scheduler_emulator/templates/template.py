@@ -42,6 +42,7 @@ _TEMPLATE_MEMBERS = {
     "resources",
     "comments",
     "metadata",
+    "scope",
 }
 MAX_RESOURCES = 800
 
@@ -60,13 +61,21 @@ class ResourceInstance:
     loop: str | None
     depends_on_raw: list[str] = field(default_factory=list)
     depends_on: list[str] = field(default_factory=list)  # ids
+    # what the resource is deployed on: the deployment's resource group, or the resource an extension resource's
+    # ``scope`` names (a role assignment on a job collection)
+    scope_id: str = ""
 
 
-def resource_id(subscription: str, group: str, resource_type: str, name: str) -> str:
+def provider_path(resource_type: str, name: str) -> str:
+    """``providers/{namespace}/{type}/{name}[/{type}/{name}]`` of a resource's full type and name."""
     namespace, *types = resource_type.split("/")
     names = name.split("/")
     tail = "/".join(f"{t}/{n}" for t, n in zip(types, names, strict=False))
-    return f"/subscriptions/{subscription}/resourceGroups/{group}/providers/{namespace}/{tail}"
+    return f"providers/{namespace}/{tail}"
+
+
+def resource_id(subscription: str, group: str, resource_type: str, name: str) -> str:
+    return f"/subscriptions/{subscription}/resourceGroups/{group}/{provider_path(resource_type, name)}"
 
 
 class TemplateDeployment:
@@ -441,10 +450,14 @@ class TemplateDeployment:
         if not all(isinstance(d, str) for d in depends_raw):
             raise TemplateError("dependsOn lists resource names or ids.", f"{where}.dependsOn")
         env = self.environment
+        group_id = f"/subscriptions/{env.subscription_id}/resourceGroups/{env.resource_group['name']}"
+        scope_key = next((key for key in resource if key.lower() == "scope"), None)
+        scope_id = group_id if scope_key is None else self._scope_id(resource[scope_key], scope, f"{where}.scope")
         instance = ResourceInstance(
             type=resource_type,
             name=name,
-            id=resource_id(env.subscription_id, env.resource_group["name"], resource_type, name),
+            id=f"{scope_id}/{provider_path(resource_type, name)}",
+            scope_id=scope_id,
             api_version=api_version,
             definition={k: v for k, v in resource.items() if k.lower() != "resources"},
             scope=scope,
@@ -456,9 +469,41 @@ class TemplateDeployment:
             instance.depends_on.append(parent.id)
         return instance
 
+    def _scope_id(self, raw: Any, scope: Scope, where: str) -> str:
+        """The id of the resource an extension resource's ``scope`` names: a resource id, or the relative form
+        ``Namespace/type/name`` (what Bicep writes) of a resource of the deployment's group. Deploying to another
+        group or subscription is not supported (TemplateError)."""
+        value = evaluate_value(raw, scope, where)
+        if not isinstance(value, str) or not value.strip("/"):
+            raise TemplateError("A resource's scope must be a resource id (a non-empty string).", where)
+        env = self.environment
+        group_id = f"/subscriptions/{env.subscription_id}/resourceGroups/{env.resource_group['name']}"
+        if value.startswith("/"):
+            trimmed = value.rstrip("/")
+            if trimmed.lower() == group_id.lower():
+                return group_id
+            if not trimmed.lower().startswith(group_id.lower() + "/providers/"):
+                raise TemplateError(
+                    f"The scope '{value[:200]}' is outside the deployment's resource group '{group_id}': deploying "
+                    "to another scope is not supported by this emulator.",
+                    where,
+                )
+            return group_id + trimmed[len(group_id) :]
+        parts = value.strip("/").split("/")
+        if len(parts) < 3 or len(parts) % 2 == 0 or "." not in parts[0]:
+            raise TemplateError(
+                f"The scope '{value[:200]}' is not a resource id nor a resource's 'Namespace/type/name'.", where
+            )
+        return resource_id(
+            env.subscription_id, env.resource_group["name"], "/".join([parts[0], *parts[1::2]]), "/".join(parts[2::2])
+        )
+
     def _resolve_dependencies(self) -> None:
         by_id = {r.id.lower(): r for r in self._all}
         for instance in self._all:
+            extended = by_id.get(instance.scope_id.lower())  # an extension resource deploys after what it extends
+            if extended is not None and extended.id not in instance.depends_on:
+                instance.depends_on.append(extended.id)
             for raw in instance.depends_on_raw:
                 targets = self._dependency_targets(raw, by_id)
                 if targets is None:

@@ -3,7 +3,8 @@ cloud's endpoints document (``az cloud register --endpoint-resource-manager``), 
 and a subscription's locations.
 
 Who the caller is comes from its bearer token when the token service issued it (whatever the auth mode): a
-principal lists its one configured subscription in the tenant it signed in to. Any other caller (no token, or
+principal lists its configured subscription in the tenant it signed in to (and, where roles are in force, those it
+holds a role in). Any other caller (no token, or
 one from elsewhere) sees the all-zero subscription and tenant. Subscriptions exist implicitly
 (docs/reference/arm-api.md#paths-and-names), so ``GET /subscriptions/{s}`` answers for any well-formed id."""
 
@@ -16,9 +17,11 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from scheduler_emulator.api import errors
+from scheduler_emulator.api.authorization import Authorizer
 from scheduler_emulator.api.identity.endpoints import base_url, service
 from scheduler_emulator.api.identity.principals import DEFAULT_SUBSCRIPTION, DEFAULT_TENANT
 from scheduler_emulator.api.identity.tokens import MANAGEMENT_AUDIENCES
+from scheduler_emulator.domain.authorization import subscription_of
 from scheduler_emulator.domain.regions import known_display_names
 
 # The front door's api-version rule (docs/reference/front-door.md#api-version-and-paths): any date, optionally -preview;
@@ -68,12 +71,25 @@ def _subscription(subscription_id: str, tenant: str, display_name: str) -> dict[
 
 
 async def list_subscriptions(request: Request) -> Response:
-    """``GET /subscriptions``: the caller's one subscription (az login needs at least one)."""
+    """``GET /subscriptions``: the caller's own subscription (az login needs at least one), then, where roles are
+    in force, each other subscription of its tenant where it holds a role at any scope, as ARM lists them
+    (docs/reference/authorization.md#who-starts-with-what): so a principal granted a resource group signs in with
+    ``az login`` and reaches it."""
     _check_api_version(request)
     subscription_id, tenant, name = _caller(request)
-    return JSONResponse(
-        {"value": [_subscription(subscription_id, tenant, name)], "count": {"type": "Total", "value": 1}}
-    )
+    value = [_subscription(subscription_id, tenant, name)]
+    seen = {subscription_id.lower()}
+    authorizer: Authorizer = request.app.state.authorizer
+    if authorizer.enforcing:
+        for assignment in (await authorizer.grants(request)).assignments:
+            granted = subscription_of(assignment.scope)
+            if granted is None or granted.lower() in seen:
+                continue
+            if authorizer.directory.tenant_of(granted) not in (None, tenant.lower()):
+                continue  # another tenant's: its token could not reach it
+            seen.add(granted.lower())
+            value.append(_subscription(granted, tenant, "Scheduler emulator"))
+    return JSONResponse({"value": value, "count": {"type": "Total", "value": len(value)}})
 
 
 async def get_subscription(request: Request, subscription_id: str) -> Response:
@@ -126,7 +142,8 @@ async def list_locations(request: Request, subscription_id: str) -> Response:
 
 async def metadata_endpoints(request: Request) -> Response:
     """``GET /metadata/endpoints``: this cloud's endpoints as ARM publishes Azure's, pointing at this server:
-    sign-in (the token service) and Resource Manager on the origin the client reached."""
+    sign-in (the token service) and Resource Manager on the origin the client reached; Microsoft Graph's
+    resource id as Azure's, since Graph is not emulated."""
     _check_api_version(request)
     base = base_url(request)
     return JSONResponse(
@@ -140,6 +157,10 @@ async def metadata_endpoints(request: Request) -> Response:
                 "identityProvider": "AAD",
             },
             "resourceManager": f"{base}/",
+            # Azure's value: az builds its Graph client from it (az role assignment list does, even with
+            # --fill-principal-name false, which then calls nothing); the token service issues no Graph token
+            # (docs/reference/authorization.md#the-azure-cli)
+            "microsoftGraphResourceId": "https://graph.microsoft.com/",
             "suffixes": {},
         }
     )

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
+from scheduler_emulator.api.authorization import Authorizer
 from scheduler_emulator.api.context import in_session, now, parse_json_object, read_body, retry_floor, wake_dispatcher
 from scheduler_emulator.api.permissions import readable, refusal_of
 from scheduler_emulator.api.resources.groups import in_group_session
@@ -201,12 +202,15 @@ async def create_or_update_deployment(
         return row, created, planned
 
     row, created, planned = await in_group_session(request, work)
+    authorizer: Authorizer = request.app.state.authorizer
     context = deployment_run.RunContext(
         database=request.app.state.database,
         now=lambda: now(request),
         wake=lambda: wake_dispatcher(request),
         floor=retry_floor(request),
         policy=policy,
+        configured_assignments=authorizer.directory.implicit,
+        deployed_by=(await authorizer.subject(request)).object_id,
     )
     runs: set[asyncio.Task[None]] = request.app.state.deployment_runs
     task = asyncio.create_task(deployment_run.run(context, ref, planned, row.operation_id))
