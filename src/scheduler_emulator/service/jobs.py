@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.domain import recurrence as rec
@@ -48,15 +49,10 @@ def get(session: Session, collection: JobCollectionRow, name: str) -> JobRow:
     return job
 
 
-def get_in(session: Session, ref: CollectionRef, name: str) -> tuple[JobCollectionRow, JobRow]:
-    """The collection ``ref`` names and its job ``name``, read together; NotFound for whichever is missing."""
-    found = repo.find_collection_with_job(session, ref.subscription_id, ref.resource_group, ref.name, name)
-    return _found_in(ref, name, found)
-
-
-def _found_in(
-    ref: CollectionRef, name: str, found: tuple[JobCollectionRow, JobRow | None] | None
-) -> tuple[JobCollectionRow, JobRow]:
+def read_in(connection: Connection, ref: CollectionRef, name: str) -> tuple[repo.CollectionRead, repo.JobRead]:
+    """The collection ``ref`` names and its job ``name``, read together in one statement for an answer (a GET);
+    NotFound for whichever is missing."""
+    found = repo.read_collection_with_job(connection, ref.subscription_id, ref.resource_group, ref.name, name)
     if found is None:
         raise NotFound("job collection", ref.name)
     collection, job = found

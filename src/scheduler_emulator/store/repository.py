@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import (
     Boolean,
     ColumnElement,
+    Connection,
     Insert,
     Integer,
     Select,
@@ -259,13 +260,84 @@ def insert_job_if_unchanged(
     return True
 
 
-def find_collection_with_job(
-    session: Session, subscription: str, resource_group: str, name: str, job_name: str
-) -> tuple[JobCollectionRow, JobRow | None] | None:
-    """The collection (as find_collection) and its job named ``job_name`` if any, in one statement (what a
-    job read needs; None when there is no such collection)."""
-    row = session.execute(_collection_and_job(), _names(subscription, resource_group, name, job_name)).first()
-    return None if row is None else (row[0], row[1])
+@dataclass(frozen=True, slots=True)
+class CollectionRead:
+    """A collection as a read of one statement gives it (read_collection, read_collection_with_job): the columns its
+    answer shows (api.rendering.collection_to_wire), read off the row without an ORM entity or session."""
+
+    subscription_id: str
+    resource_group: str
+    name: str
+    location: str
+    tags: dict[str, Any] | None
+    properties: dict[str, Any]
+    sku: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobRead:
+    """A job as a read of one statement gives it (read_collection_with_job): the columns its answer shows
+    (api.rendering.job_to_wire)."""
+
+    name: str
+    definition: dict[str, Any]
+    state: str
+    execution_count: int
+    failure_count: int
+    faulted_count: int
+    last_execution_time: datetime | None
+    next_execution_time: datetime | None
+
+
+# The records' columns, in their fields' order: a column a record gains is read by naming it there.
+_COLLECTION_COLUMNS = tuple(JobCollectionRow.__table__.c[field.name] for field in fields(CollectionRead))
+_JOB_COLUMNS = tuple(JOBS.c[field.name] for field in fields(JobRead))
+
+
+def _named_collection_columns() -> tuple[ColumnElement[bool], ...]:
+    """_named_collection over the table's own columns, for a statement run on a Connection (no ORM compile)."""
+    table = JobCollectionRow.__table__.c
+    return (
+        table.subscription_key == bindparam("subscription"),
+        table.resource_group_key == bindparam("resource_group"),
+        table.name_key == bindparam("name"),
+    )
+
+
+@cache
+def _collection_read() -> Select[Any]:
+    return select(*_COLLECTION_COLUMNS).where(*_named_collection_columns())
+
+
+@cache
+def _collection_and_job_read() -> Select[Any]:
+    collection = JobCollectionRow.__table__
+    its_job = (JOBS.c.collection_id == collection.c.id) & (JOBS.c.name_key == bindparam("job"))
+    return (
+        select(*_COLLECTION_COLUMNS, *_JOB_COLUMNS)
+        .select_from(collection.outerjoin(JOBS, its_job))
+        .where(*_named_collection_columns())
+    )
+
+
+def read_collection(connection: Connection, subscription: str, resource_group: str, name: str) -> CollectionRead | None:
+    """The collection (as find_collection) for an answer, in one statement outside a session."""
+    row = connection.execute(_collection_read(), _names(subscription, resource_group, name)).first()
+    return None if row is None else CollectionRead(*row)
+
+
+def read_collection_with_job(
+    connection: Connection, subscription: str, resource_group: str, name: str, job_name: str
+) -> tuple[CollectionRead, JobRead | None] | None:
+    """The collection and its job named ``job_name`` if any, for an answer (a job GET), in one statement outside a
+    session (Database.statement_connection); None when there is no such collection."""
+    row = connection.execute(_collection_and_job_read(), _names(subscription, resource_group, name, job_name)).first()
+    if row is None:
+        return None
+    split = len(_COLLECTION_COLUMNS)
+    job = None if row[split] is None else JobRead(*row[split:])
+    return CollectionRead(*row[:split]), job
 
 
 def find_job(session: Session, collection: JobCollectionRow, name: str) -> JobRow | None:
