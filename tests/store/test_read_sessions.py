@@ -91,14 +91,14 @@ def test_a_read_transaction_reads_one_snapshot(database: Database) -> None:
 
 
 def test_a_one_statement_read_holds_no_transaction_and_leaves_the_pool_as_it_was(database: Database) -> None:
-    """Database.statement_session (a GET of one job or collection): no BEGIN, so each statement reads what was
+    """Database.statement_connection (a GET of one job or collection): no BEGIN, so each statement reads what was
     committed before it; the connection goes back to the pool with its transactions as before."""
     for _ in range(3):  # more reads than the pool's idle connections, so a connection it used is used again
-        with database.statement_session() as session:
-            first = session.execute(text("SELECT count(*) FROM probe")).scalar_one()
+        with database.statement_connection() as connection:
+            first = connection.execute(text("SELECT count(*) FROM probe")).scalar_one()
             with database.session() as writer:
                 writer.execute(text("INSERT INTO probe (value) VALUES (6)"))
-            again = session.execute(text("SELECT count(*) FROM probe")).scalar_one()
+            again = connection.execute(text("SELECT count(*) FROM probe")).scalar_one()
         assert again == first + 1
     with database.read_session() as session:
         first = session.execute(text("SELECT count(*) FROM probe")).scalar_one()

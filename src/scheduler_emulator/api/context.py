@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
+from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
@@ -194,29 +195,38 @@ async def in_write_scope(request: Request, work: Callable[[WriteScope], T], *, w
     return result
 
 
-async def in_read_session(request: Request, work: Callable[[Session], T], *, small: bool = False) -> T:
-    """The one way a request reads: ``work``, which only reads, in one read transaction (Database.read_session:
-    on SQLite it neither waits for writes and the dispatcher's transactions nor holds them up) on a reader
-    thread (Database.reader) or a worker thread; domain errors become ARM errors. A write through its session
-    fails.
-
-    ``small``: the read is of one statement (a job with its collection, a collection), so it runs outside a
-    transaction (Database.statement_session): no BEGIN and COMMIT around it. On a SQLite file, which never makes
-    a reader wait, the same ``run`` is called here on the event loop rather than handed to a reader thread: there
-    it took the interpreter lock back after each call into SQLite, behind the event loop's and the dispatcher's
-    threads; with 3,000 fires/s and 100 GET job/s the reader threads used 1.46 ms of CPU per GET against about
-    0.4 ms on the loop (bench/thread_cpu.py; bench/README.md#reads-of-one-statement)."""
+async def in_read_session(request: Request, work: Callable[[Session], T]) -> T:
+    """The one way a request reads more than one statement: ``work``, which only reads, in one read transaction
+    (Database.read_session: on SQLite it neither waits for writes and the dispatcher's transactions nor holds them
+    up) on a reader thread (Database.reader) or a worker thread; domain errors become ARM errors. A write through
+    its session fails."""
     database: Database = request.app.state.database
 
     def run() -> T:
-        with database.statement_session() if small else database.read_session() as session:
+        with database.read_session() as session:
             return work(session)
 
-    reader = database.reader()
-    if small and reader is not None:
+    return await _in_thread(run, database.reader() or database.workers())
+
+
+async def read_one_statement(request: Request, work: Callable[[Connection], T]) -> T:
+    """The one way a request reads a single statement (a job with its collection, a collection): ``work`` runs
+    it on a connection outside any transaction and without an ORM session (Database.statement_connection);
+    domain errors become ARM errors. On a SQLite file, which never makes a reader wait, ``work`` runs here on the
+    event loop rather than on a reader thread: there it took the interpreter lock back after each call into
+    SQLite, behind the event loop's and the dispatcher's threads; with 3,000 fires/s and 100 GET job/s the reader
+    threads used 1.46 ms of CPU per GET against about 0.4 ms on the loop (bench/thread_cpu.py;
+    bench/README.md#reads-of-one-statement). Elsewhere it runs on a worker thread."""
+    database: Database = request.app.state.database
+
+    def run() -> T:
+        with database.statement_connection() as connection:
+            return work(connection)
+
+    if database.reader() is not None:
         with _as_arm_errors():
             return run()
-    return await _in_thread(run, reader or database.workers())
+    return await _in_thread(run, database.workers())
 
 
 async def _in_thread(run: Callable[[], T], executor: Executor) -> T:

@@ -10,7 +10,14 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.api import errors
-from scheduler_emulator.api.context import in_read_session, in_session, json_object, now, retry_floor
+from scheduler_emulator.api.context import (
+    in_read_session,
+    in_session,
+    json_object,
+    now,
+    read_one_statement,
+    retry_floor,
+)
 from scheduler_emulator.api.jobs import collection_ref
 from scheduler_emulator.api.paging import list_body, page_of
 from scheduler_emulator.api.permissions import SCHEDULER, Readable, readable
@@ -72,7 +79,7 @@ async def patch_collection(
 async def get_collection(request: Request, subscription_id: str, resource_group: str, collection_name: str) -> Response:
     ref = collection_ref(subscription_id, resource_group, collection_name)
     return JSONResponse(
-        await in_read_session(request, lambda session: collection_to_wire(collections.get(session, ref)), small=True)
+        await read_one_statement(request, lambda connection: collection_to_wire(collections.read(connection, ref)))
     )
 
 

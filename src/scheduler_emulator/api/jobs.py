@@ -16,6 +16,7 @@ from scheduler_emulator.api.context import (
     in_write_scope,
     json_object,
     now,
+    read_one_statement,
     retry_floor,
 )
 from scheduler_emulator.api.paging import equality_filter, list_body, page_of
@@ -91,7 +92,7 @@ async def get_job(
     style = client_dialect(request).one_job
     ref = collection_ref(subscription_id, resource_group, collection_name)
 
-    collection, job = await in_read_session(request, lambda session: jobs.get_in(session, ref, job_name), small=True)
+    collection, job = await read_one_statement(request, lambda connection: jobs.read_in(connection, ref, job_name))
     return JSONResponse(job_to_wire(collection, job, style))
 
 

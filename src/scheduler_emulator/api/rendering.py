@@ -3,31 +3,76 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from scheduler_emulator.api.client_dialects import Style, rendered_duration
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.schemas import job_shape as shape
 from scheduler_emulator.schemas.job import service_spelling, strip_secrets
-from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
+from scheduler_emulator.store.models import JobHistoryRow
 
 COLLECTION_TYPE = "Microsoft.Scheduler/jobCollections"
 JOB_TYPE = "Microsoft.Scheduler/jobCollections/jobs"
 HISTORY_TYPE = "Microsoft.Scheduler/jobCollections/jobs/history"
 
 
-def collection_id(collection: JobCollectionRow) -> str:
+class CollectionFacts(Protocol):
+    """What a collection's answer is made of: a stored row (store.models.JobCollectionRow) or a read of one
+    statement (store.repository.CollectionRead) alike."""
+
+    @property
+    def subscription_id(self) -> str: ...
+    @property
+    def resource_group(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def location(self) -> str: ...
+    @property
+    def tags(self) -> dict[str, Any] | None: ...
+    @property
+    def properties(self) -> dict[str, Any]: ...
+    @property
+    def sku(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+
+
+class JobFacts(Protocol):
+    """What a job's answer is made of: a stored row (store.models.JobRow) or a read of one statement
+    (store.repository.JobRead) alike."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def definition(self) -> dict[str, Any]: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def execution_count(self) -> int: ...
+    @property
+    def failure_count(self) -> int: ...
+    @property
+    def faulted_count(self) -> int: ...
+    @property
+    def last_execution_time(self) -> datetime | None: ...
+    @property
+    def next_execution_time(self) -> datetime | None: ...
+
+
+def collection_id(collection: CollectionFacts) -> str:
     return (
         f"/subscriptions/{collection.subscription_id}/resourceGroups/{collection.resource_group}"
         f"/providers/Microsoft.Scheduler/jobCollections/{collection.name}"
     )
 
 
-def job_id(collection: JobCollectionRow, job: JobRow) -> str:
+def job_id(collection: CollectionFacts, job: JobFacts) -> str:
     return f"{collection_id(collection)}/jobs/{job.name}"
 
 
-def collection_to_wire(collection: JobCollectionRow) -> dict[str, Any]:
+def collection_to_wire(collection: CollectionFacts) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": collection_id(collection),
         "type": COLLECTION_TYPE,
@@ -48,7 +93,7 @@ def collection_to_wire(collection: JobCollectionRow) -> dict[str, Any]:
     return body
 
 
-def job_to_wire(collection: JobCollectionRow, job: JobRow, durations: Style = Style.ECHO) -> dict[str, Any]:
+def job_to_wire(collection: CollectionFacts, job: JobFacts, durations: Style = Style.ECHO) -> dict[str, Any]:
     """A job as ARM shows it, its durations written in ``durations`` (api.client_dialects), its enumerations
     in the service's spelling (docs/reference/arm-api.md#enumerations)."""
     properties = _answered_definition(job.definition, durations)
@@ -114,7 +159,7 @@ def _answered_definition(definition: dict[str, Any], durations: Style) -> dict[s
     return properties
 
 
-def history_to_wire(collection: JobCollectionRow, job: JobRow, entry: JobHistoryRow) -> dict[str, Any]:
+def history_to_wire(collection: CollectionFacts, job: JobFacts, entry: JobHistoryRow) -> dict[str, Any]:
     properties: dict[str, Any] = {"startTime": isoformat_z(entry.start_time)}
     if entry.end_time is not None:
         properties["endTime"] = isoformat_z(entry.end_time)

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.domain import plans
@@ -25,6 +26,14 @@ log = logging.getLogger("scheduler_emulator.service")
 
 def find(session: Session, ref: CollectionRef) -> JobCollectionRow | None:
     return repo.find_collection(session, ref.subscription_id, ref.resource_group, ref.name)
+
+
+def read(connection: Connection, ref: CollectionRef) -> repo.CollectionRead:
+    """The collection for an answer (a GET), in one statement outside a session; NotFound when there is none."""
+    collection = repo.read_collection(connection, ref.subscription_id, ref.resource_group, ref.name)
+    if collection is None:
+        raise NotFound("job collection", ref.name)
+    return collection
 
 
 def get(session: Session, ref: CollectionRef) -> JobCollectionRow:

@@ -132,7 +132,8 @@ class StoreLookup:
                 )
         elif kind.lower() == JOB_TYPE:
             collection_name, job_name = name.split("/", 1)
-            found = repo.find_collection_with_job(self.session, subscription, group, collection_name, job_name)
+            connection = self.session.connection()
+            found = repo.read_collection_with_job(connection, subscription, group, collection_name, job_name)
             if found is not None and found[1] is not None:
                 properties = {**strip_secrets(found[1].definition), "state": found[1].state}
                 return self._answer(resource_id, kind=kind, name=name, properties=properties, resource={}, full=full)

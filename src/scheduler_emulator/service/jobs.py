@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.domain import recurrence as rec
@@ -48,15 +49,10 @@ def get(session: Session, collection: JobCollectionRow, name: str) -> JobRow:
     return job
 
 
-def get_in(session: Session, ref: CollectionRef, name: str) -> tuple[JobCollectionRow, JobRow]:
-    """The collection ``ref`` names and its job ``name``, read together; NotFound for whichever is missing."""
-    found = repo.find_collection_with_job(session, ref.subscription_id, ref.resource_group, ref.name, name)
-    return _found_in(ref, name, found)
-
-
-def _found_in(
-    ref: CollectionRef, name: str, found: tuple[JobCollectionRow, JobRow | None] | None
-) -> tuple[JobCollectionRow, JobRow]:
+def read_in(connection: Connection, ref: CollectionRef, name: str) -> tuple[repo.CollectionRead, repo.JobRead]:
+    """The collection ``ref`` names and its job ``name``, read together in one statement for an answer (a GET);
+    NotFound for whichever is missing."""
+    found = repo.read_collection_with_job(connection, ref.subscription_id, ref.resource_group, ref.name, name)
     if found is None:
         raise NotFound("job collection", ref.name)
     collection, job = found
@@ -87,7 +83,7 @@ def put(
 
 def put_locking_late(
     scope: WriteScope, ref: CollectionRef, name: str, raw: dict[str, Any], *, moment: datetime, floor: timedelta
-) -> tuple[JobCollectionRow, JobRow, bool]:
+) -> tuple[JobCollectionRow | repo.CollectionRead, JobRow, bool]:
     """As put, taking the collection's write lock through ``scope`` as late as the store allows
     (store.write_scope: one route per database, chosen with the scope). Where the scope inserts before locking
     (PostgreSQL), a new job is read and validated before the lock is taken and inserted under it by the guarded
@@ -101,7 +97,7 @@ def put_locking_late(
 
 def _create_before_locking(
     scope: WriteScope, ref: CollectionRef, name: str, raw: dict[str, Any], *, moment: datetime, floor: timedelta
-) -> tuple[JobCollectionRow, JobRow, bool]:
+) -> tuple[JobCollectionRow | repo.CollectionRead, JobRow, bool]:
     """Create or replace, holding the collection's write lock for a new job only while the database runs its
     INSERT and the end of the transaction: the collection, the name and the job count are read and the job
     built and validated before the lock is taken, then inserted by one statement that checks that what it was
@@ -204,7 +200,7 @@ def first_run(properties: JobProperties, origin: datetime) -> datetime | None:
     return next(iter(rec.occurrences(properties.timing(), origin)), None)
 
 
-def collection_limits_of(collection: JobCollectionRow, floor: timedelta) -> Limits:
+def collection_limits_of(collection: JobCollectionRow | repo.CollectionRead, floor: timedelta) -> Limits:
     """The collection's plan tightened by its quota."""
     return stored_limits(collection.sku, collection.properties, floor)
 
@@ -234,7 +230,7 @@ class JobWrite:
     """What a job is built from: ``raw``, its properties as sent, for the job ``name`` of ``collection`` at
     ``moment`` (``floor``: the operator's retry-interval floor)."""
 
-    collection: JobCollectionRow
+    collection: JobCollectionRow | repo.CollectionRead  # a row, or the record a create before locking read
     name: str
     raw: dict[str, Any]
     moment: datetime

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import (
     Boolean,
     ColumnElement,
+    Connection,
     Insert,
     Integer,
     Select,
@@ -142,6 +143,68 @@ def find_collection_and_job(
     return None if row is None else (row[0], row[1], int(row[2]))
 
 
+@dataclass(frozen=True, slots=True)
+class CollectionRead:
+    """A collection as a read of one statement gives it (read_collection, read_collection_with_job): the columns its
+    answer shows (api.rendering.collection_to_wire), read off the row without an ORM entity or session."""
+
+    id: int
+    subscription_id: str
+    resource_group: str
+    name: str
+    location: str
+    tags: dict[str, Any] | None
+    properties: dict[str, Any]
+    sku: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobRead:
+    """A job as a read of one statement gives it (read_collection_with_job): the columns its answer shows
+    (api.rendering.job_to_wire)."""
+
+    name: str
+    definition: dict[str, Any]
+    state: str
+    execution_count: int
+    failure_count: int
+    faulted_count: int
+    last_execution_time: datetime | None
+    next_execution_time: datetime | None
+
+
+# The records' columns, in their fields' order: a column a record gains is read by naming it there.
+_COLLECTION_COLUMNS = tuple(JobCollectionRow.__table__.c[field.name] for field in fields(CollectionRead))
+_JOB_COLUMNS = tuple(JOBS.c[field.name] for field in fields(JobRead))
+
+
+def _named_collection_columns() -> tuple[ColumnElement[bool], ...]:
+    """_named_collection over the table's own columns, for a statement run on a Connection (no ORM compile)."""
+    table = JobCollectionRow.__table__.c
+    return (
+        table.subscription_key == bindparam("subscription"),
+        table.resource_group_key == bindparam("resource_group"),
+        table.name_key == bindparam("name"),
+    )
+
+
+@cache
+def _collection_read() -> Select[Any]:
+    return select(*_COLLECTION_COLUMNS).where(*_named_collection_columns())
+
+
+@cache
+def _collection_and_job_read() -> Select[Any]:
+    collection = JobCollectionRow.__table__
+    its_job = (JOBS.c.collection_id == collection.c.id) & (JOBS.c.name_key == bindparam("job"))
+    return (
+        select(*_COLLECTION_COLUMNS, *_JOB_COLUMNS)
+        .select_from(collection.outerjoin(JOBS, its_job))
+        .where(*_named_collection_columns())
+    )
+
+
 def _collection_version() -> ColumnElement[str]:
     """A collection row's version, which every change to the row changes: the transaction that wrote it
     (PostgreSQL's ``xmin``), changed by every UPDATE (never by a row lock). The guarded insert's function compares
@@ -150,15 +213,18 @@ def _collection_version() -> ColumnElement[str]:
 
 
 @cache
-def _collection_job_id_count_and_version() -> Select[JobCollectionRow, int | None, int, str]:
-    """The named collection, the id of its job named by the bound ``job`` (None when it has none), its job count
-    and its row's version: no job entity, whose columns (a third of a create's read) a create never uses."""
-    counted = aliased(JobRow)
-    count = select(func.count()).where(counted.collection_id == JobCollectionRow.id).scalar_subquery()
+def _collection_job_id_count_and_version() -> Select[Any]:
+    """The named collection's columns (CollectionRead), the id of its job named by the bound ``job`` (None when it
+    has none), its job count and its row's version: no entity (a create never uses the job's columns, and reads
+    the collection's as a record, on the session's connection)."""
+    collection = JobCollectionRow.__table__
+    counted = JOBS.alias("counted")
+    count = select(func.count()).where(counted.c.collection_id == collection.c.id).scalar_subquery()
+    its_job = (JOBS.c.collection_id == collection.c.id) & (JOBS.c.name_key == bindparam("job"))
     return (
-        select(JobCollectionRow, JobRow.id, count, _collection_version())
-        .outerjoin(JobRow, (JobRow.collection_id == JobCollectionRow.id) & (JobRow.name_key == bindparam("job")))
-        .where(*_named_collection())
+        select(*_COLLECTION_COLUMNS, JOBS.c.id, count, _collection_version())
+        .select_from(collection.outerjoin(JOBS, its_job))
+        .where(*_named_collection_columns())
     )
 
 
@@ -168,7 +234,7 @@ class CreateBasis:
     the id of a job already holding the name (None: the name is free), the collection's job count and its row's
     version, which the guarded insert checks (insert_job_if_unchanged)."""
 
-    collection: JobCollectionRow
+    collection: CollectionRead
     existing_id: int | None
     job_count: int
     version: str
@@ -179,12 +245,20 @@ def find_create_basis(
 ) -> CreateBasis | None:
     """The collection (as find_collection) with what a guarded create of its job ``job_name`` needs, in one
     statement (PostgreSQL only: store.write_scope.PostgresWriteScope); None when there is no such collection."""
-    found = session.execute(
-        _collection_job_id_count_and_version(), _names(subscription, resource_group, name, job_name)
-    ).first()
+    found = (
+        session.connection()
+        .execute(_collection_job_id_count_and_version(), _names(subscription, resource_group, name, job_name))
+        .first()
+    )
     if found is None:
         return None
-    return CreateBasis(collection=found[0], existing_id=found[1], job_count=int(found[2]), version=str(found[3]))
+    existing_id, count, version = found[len(_COLLECTION_COLUMNS) :]
+    return CreateBasis(
+        collection=CollectionRead(*found[: len(_COLLECTION_COLUMNS)]),
+        existing_id=existing_id,
+        job_count=int(count),
+        version=str(version),
+    )
 
 
 # A new job's row: every column of the table but its id, read from the JobRow the service built (a column added to
@@ -261,13 +335,23 @@ def insert_job_if_unchanged(
     return True
 
 
-def find_collection_with_job(
-    session: Session, subscription: str, resource_group: str, name: str, job_name: str
-) -> tuple[JobCollectionRow, JobRow | None] | None:
-    """The collection (as find_collection) and its job named ``job_name`` if any, in one statement (what a
-    job read needs; None when there is no such collection)."""
-    row = session.execute(_collection_and_job(), _names(subscription, resource_group, name, job_name)).first()
-    return None if row is None else (row[0], row[1])
+def read_collection(connection: Connection, subscription: str, resource_group: str, name: str) -> CollectionRead | None:
+    """The collection (as find_collection) for an answer, in one statement outside a session."""
+    row = connection.execute(_collection_read(), _names(subscription, resource_group, name)).first()
+    return None if row is None else CollectionRead(*row)
+
+
+def read_collection_with_job(
+    connection: Connection, subscription: str, resource_group: str, name: str, job_name: str
+) -> tuple[CollectionRead, JobRead | None] | None:
+    """The collection and its job named ``job_name`` if any, for an answer (a job GET), in one statement outside a
+    session (Database.statement_connection); None when there is no such collection."""
+    row = connection.execute(_collection_and_job_read(), _names(subscription, resource_group, name, job_name)).first()
+    if row is None:
+        return None
+    split = len(_COLLECTION_COLUMNS)
+    job = None if row[split] is None else JobRead(*row[split:])
+    return CollectionRead(*row[:split]), job
 
 
 def find_job(session: Session, collection: JobCollectionRow, name: str) -> JobRow | None:
@@ -288,7 +372,7 @@ def jobs_of(session: Session, collection: JobCollectionRow) -> list[JobRow]:
     return list(session.scalars(select(JobRow).where(JobRow.collection_id == collection.id)))
 
 
-def count_jobs(session: Session, collection: JobCollectionRow) -> int:
+def count_jobs(session: Session, collection: JobCollectionRow | CollectionRead) -> int:
     return session.scalar(select(func.count()).select_from(JobRow).where(JobRow.collection_id == collection.id)) or 0
 
 

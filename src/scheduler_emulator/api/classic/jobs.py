@@ -9,19 +9,28 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from scheduler_emulator.api.classic import wire
 from scheduler_emulator.api.classic.cloud_services import accepted
-from scheduler_emulator.api.context import in_read_session, in_session, now, parse_json_object, read_body, retry_floor
+from scheduler_emulator.api.context import (
+    in_read_session,
+    in_session,
+    now,
+    parse_json_object,
+    read_body,
+    read_one_statement,
+    retry_floor,
+)
 from scheduler_emulator.api.paging import page_of
-from scheduler_emulator.api.rendering import job_to_wire
+from scheduler_emulator.api.rendering import CollectionFacts, JobFacts, job_to_wire
 from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.domain.states import JobState
 from scheduler_emulator.schemas.job import service_spelling
 from scheduler_emulator.service import cloud_services, collections, jobs
 from scheduler_emulator.service.refs import CollectionRef
-from scheduler_emulator.store.models import JobCollectionRow, JobHistoryRow, JobRow
+from scheduler_emulator.store.models import JobHistoryRow, JobRow
 
 # The fields of a classic job a client may send; "id" and "status" (read-only) are dropped, as is the
 # state PATCH's "stateDetails" (a free-text reason the emulator does not keep).
@@ -29,7 +38,7 @@ _WRITABLE = ("startTime", "action", "recurrence", "state")
 _IGNORED = ("id", "status", "stateDetails")
 
 
-def to_classic(collection: JobCollectionRow, job: JobRow) -> dict[str, Any]:
+def to_classic(collection: CollectionFacts, job: JobFacts) -> dict[str, Any]:
     """A job as the classic surface shows it: ARM's properties, flat, with the bare job id."""
     return {"id": job.name, **job_to_wire(collection, job)["properties"]}
 
@@ -90,10 +99,10 @@ async def _write(request: Request, ref: CollectionRef, name: str, *, definition:
 async def get(request: Request, subscription: str, cloud_service: str, collection_name: str, name: str) -> Response:
     ref = cloud_services.collection_ref(subscription, cloud_service, collection_name)
 
-    def work(session: Session) -> dict[str, Any]:
-        return to_classic(*jobs.get_in(session, ref, name))  # one statement for both, as the ARM GET
+    def work(connection: Connection) -> dict[str, Any]:
+        return to_classic(*jobs.read_in(connection, ref, name))  # one statement for both, as the ARM GET
 
-    return JSONResponse(await in_read_session(request, work))
+    return JSONResponse(await read_one_statement(request, work))
 
 
 async def patch(request: Request, subscription: str, cloud_service: str, collection_name: str, name: str) -> Response:
