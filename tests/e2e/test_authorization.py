@@ -444,3 +444,31 @@ def test_assignments_at_the_root_need_a_role_at_the_root(clock_server: ServerPro
     _refused_at_root(
         _call(server, "GET", "/metrics", owner), OWNER_A, _oid(owner), "Microsoft.Scheduler/emulator/metrics/read"
     )
+
+
+def test_a_reset_drops_the_assignments_on_what_it_deleted_and_keeps_the_subscriptions(
+    clock_server: ServerProcess,
+) -> None:
+    """POST /_emulator/reset deletes every group and collection: their assignments go with them (a group made again
+    under the same name starts with none), while one at the subscription stays."""
+    server = clock_server
+    admin = _token(server, ADMIN, ADMIN_SECRET, TENANT_A)
+    group = f"/subscriptions/{SUB_A}/resourceGroups/reset-{uuid.uuid4().hex[:8]}"
+    subscription = f"/subscriptions/{SUB_A}"
+    assert _call(server, "PUT", group, admin, {"location": "westus"}, **GROUPS_API).status_code == 201
+    on_group, on_subscription = str(uuid.uuid4()), str(uuid.uuid4())
+    assert _call(server, "PUT", f"{_assignments(group)}/{on_group}", admin, _grant(group)).status_code == 201
+    made = _call(server, "PUT", f"{_assignments(subscription)}/{on_subscription}", admin, _grant(subscription))
+    assert made.status_code == 201, made.text
+
+    def team_scopes() -> set[str]:
+        listed = _call(server, "GET", _assignments(subscription), admin, **{"$filter": f"principalId eq '{TEAM_OID}'"})
+        assert listed.status_code == 200, listed.text
+        return {item["properties"]["scope"] for item in listed.json()["value"]}
+
+    assert {group, subscription} <= team_scopes()
+    assert _call(server, "POST", "/_emulator/reset", admin).status_code in (200, 204)
+    scopes = team_scopes()
+    assert group not in scopes and subscription in scopes
+    _error(_call(server, "GET", f"{_assignments(group)}/{on_group}", admin), 404, "RoleAssignmentNotFound")
+    assert _call(server, "DELETE", f"{_assignments(subscription)}/{on_subscription}", admin).status_code == 200

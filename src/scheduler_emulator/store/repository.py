@@ -448,7 +448,10 @@ def write_setting(session: Session, name: str, value: str) -> None:
 def reset_everything(session: Session) -> None:
     """Remove every collection, job, history entry, occurrence record, classic cloud service and operation, and
     everything the front door keeps (deployments, resource groups, generic resources, provider registrations,
-    ARM operations); the emulator's settings, its dispatchers and its clock stay."""
+    ARM operations), and the role assignments on those (at a resource group or below it: the resources they were
+    given on are gone); the emulator's settings, its dispatchers, its clock, the assignments at the root and at
+    subscriptions, and the management certificates stay."""
+    session.execute(delete(RoleAssignmentRow).where(RoleAssignmentRow.scope_key.contains("/resourcegroups/")))
     for table in (
         JobHistoryRow,
         OccurrenceRow,
