@@ -1,8 +1,9 @@
-"""ARM templates with ``Microsoft.Authorization/roleAssignments`` resources (docs/reference/authorization.md#template-
-deployments) against a started server over HTTPS with ``--auth issued``, on both stores: at the resource group's
-scope, and as an extension resource whose ``scope`` names a job collection. What the granted principal may then do
-is what the role says; a deployment whose caller may not write role assignments is refused and records nothing;
-bad input in the template gets the deployment's own errors."""
+"""ARM templates with ``Microsoft.Authorization/roleAssignments`` resources
+(docs/reference/authorization.md#role-assignments-in-a-template) against a started server over HTTPS with
+``--auth issued``, on both stores: at the resource group's scope, and as an extension resource whose ``scope``
+names a job collection. What the granted principal may then do is what the role says; a deployment whose caller
+may not write role assignments is refused and records nothing; bad input in the template gets the deployment's own
+errors."""
 
 from __future__ import annotations
 
