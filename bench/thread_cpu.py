@@ -1,6 +1,6 @@
 """Where a fire's CPU goes, by process and thread: one emulator on SQLite, jobs made through its API as a user
 makes them (``user``: default flags; ``quiet``: ``--log-level warning``), fired at nginx; the CPU each thread of
-each of its processes (the API's, the dispatcher's, the action process) used from just before the window until
+each of its processes (the API's and the dispatcher role's child) used from just before the window until
 ``--drain`` seconds after it, per fire, named as py-spy names them (``MainThread`` is a process's event loop;
 ``uvloop_N`` the default executor, where the dispatcher's claims and writes run; ``sqlite-writer``/``sqlite-reader``
 the API's database threads; ``log-writer`` the log lines).
@@ -130,8 +130,8 @@ def main() -> None:
     parser.add_argument("--get-rate", type=float, default=0.0, help="GET job requests/s during the window")
     parser.add_argument("--drain", type=float, default=5.0, help="seconds counted after the window")
     parser.add_argument("--profile", type=Path, help="also write py-spy stacks (--gil) of the emulator's process "
-                        "and of its action process over the window to this directory, as PATH-main.txt and "
-                        "PATH-action.txt")
+                        "and of its dispatcher role's child over the window to this directory, as PATH-api.txt and "
+                        "PATH-dispatcher.txt")
     args = parser.parse_args()
     for path in args.paths.split(","):
         run(path.strip(), int(args.rate * args.window), args.window, args.get_rate, args.drain, args.profile)
