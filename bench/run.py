@@ -436,22 +436,16 @@ def summarise_profile(path: Path, top: int = 15) -> str:
 
 
 def process_roles(lines: list[str]) -> dict[str, str]:
-    """Which of the emulator's processes each ``process PID`` of a --subprocesses profile is, from its main
-    thread's stacks: a forked child's start in its fork (the action process's in the dispatcher's, when the
-    dispatcher's process forked it); its other threads' stacks start in their own threads, so they are known by
-    the pid only."""
+    """Which of the emulator's processes each ``process PID:"COMMAND LINE"`` frame of a --subprocesses profile is:
+    the one whose command line ends in the dispatcher role's flags (``--no-api --supervised``: the child that the
+    API's process starts, dispatcher/child.py) is the dispatcher role's, any other the API's process."""
     roles: dict[str, str] = {}
     for line in lines:
         frames = line.rpartition(" ")[0].split(";")
-        pids = [frame.split(":", 1)[0] for frame in frames if frame.startswith("process ")]
-        if not pids:
-            continue
-        if any(frame.startswith("ActionProcess.fork") for frame in frames):
-            roles[pids[-1]] = "action process"
-        elif any(frame.startswith("DispatcherProcess.fork") for frame in frames):
-            roles[pids[-1]] = "dispatcher's process"
-        elif len(pids) == 1:
-            roles[pids[-1]] = "API's process"
+        for frame in frames:
+            if frame.startswith("process "):
+                pid = frame.split(":", 1)[0]
+                roles[pid] = "dispatcher role's process" if "--no-api --supervised" in frame else "API's process"
     return roles
 
 

@@ -1,6 +1,6 @@
 """Where a fire's CPU goes, by process and thread: one emulator on SQLite, jobs made through its API as a user
 makes them (``user``: default flags; ``quiet``: ``--log-level warning``), fired at nginx; the CPU each thread of
-each of its processes (the API's, the dispatcher's, the action process) used from just before the window until
+each of its processes (the API's and the dispatcher role's child) used from just before the window until
 ``--drain`` seconds after it, per fire, named as py-spy names them (``MainThread`` is a process's event loop;
 ``uvloop_N`` the default executor, where the dispatcher's claims and writes run; ``sqlite-writer``/``sqlite-reader``
 the API's database threads; ``log-writer`` the log lines).
@@ -59,13 +59,16 @@ def profile(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]:
 
 
 def process_roles(pid: int) -> dict[int, str]:
-    """The emulator's processes, pid → role: ``api`` (the one started), then its forked children by what they are:
-    ``dispatcher`` (a child that has a child of its own) and ``action`` (the one that sends)."""
+    """The emulator's processes, pid → role: ``api`` (the one started) and ``dispatcher``, the child whose command
+    line ends in the dispatcher role's flags (``--no-api --supervised``: dispatcher/child.py)."""
     roles = {pid: f"api (pid {pid})"}
     for child in h.children_of(pid):
-        grandchildren = h.children_of(child)
-        roles[child] = f"{'dispatcher' if grandchildren else 'action'} (pid {child})"
-        roles.update({grandchild: f"action (pid {grandchild})" for grandchild in grandchildren})
+        try:
+            command = Path(f"/proc/{child}/cmdline").read_bytes().decode().rstrip("\0").split("\0")
+        except OSError:  # ended meanwhile
+            continue
+        if command[-2:] == ["--no-api", "--supervised"]:
+            roles[child] = f"dispatcher (pid {child})"
     return roles
 
 
@@ -86,8 +89,7 @@ def run(path: str, jobs: int, window: float, get_rate: float, drain: float, prof
         get_load = h.GetLoad(emulator.url, jobs, h.user_collections(jobs), get_rate) if get_rate > 0 else None
         while h.now_us() < t0_us - 200_000:
             time.sleep(0.05)
-        # The process tree: the API's process, its dispatcher's process (a store on disk) and the action process
-        # (forked by the dispatcher's process, or by the API's when the dispatcher runs inside it).
+        # The process tree: the API's process and, on two CPUs or more, the dispatcher role's child.
         roles = process_roles(emulator.pid)
         before = {pid: thread_cpu(pid) for pid in roles}
         profilers = [profile(pid, profile_dir / f"{path}-{role.split()[0]}.txt", window + drain)
@@ -128,8 +130,8 @@ def main() -> None:
     parser.add_argument("--get-rate", type=float, default=0.0, help="GET job requests/s during the window")
     parser.add_argument("--drain", type=float, default=5.0, help="seconds counted after the window")
     parser.add_argument("--profile", type=Path, help="also write py-spy stacks (--gil) of the emulator's process "
-                        "and of its action process over the window to this directory, as PATH-main.txt and "
-                        "PATH-action.txt")
+                        "and of its dispatcher role's child over the window to this directory, as PATH-api.txt and "
+                        "PATH-dispatcher.txt")
     args = parser.parse_args()
     for path in args.paths.split(","):
         run(path.strip(), int(args.rate * args.window), args.window, args.get_rate, args.drain, args.profile)

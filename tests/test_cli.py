@@ -465,3 +465,58 @@ def test_a_stop_by_ctrl_c_or_sigterm_ends_quietly(tmp_path: Path, sent: signal.S
     assert "Traceback" not in stderr, stderr
     assert '"Application shutdown complete."' in stderr  # the graceful stop ran
     assert process.returncode == status, (process.returncode, stderr[-2000:])
+
+
+# ``python -m scheduler_emulator`` that says on stderr when it starts a process (and which tables its SQLite file
+# holds right then) and when it begins to import the API (Python's audit events).
+SAYING_WHEN_IT_STARTS_THE_CHILD = [
+    sys.executable,
+    "-c",
+    "import runpy, sqlite3, sys\n"
+    "DB = sys.argv[sys.argv.index('--data-dir') + 1] + '/scheduler.db'\n"
+    "def said(event, args):\n"
+    "    if event == 'subprocess.Popen':\n"
+    "        with sqlite3.connect(f'file:{DB}?mode=ro', uri=True) as db:\n"
+    "            tables = sorted(n for (n,) in db.execute(\"SELECT name FROM sqlite_master WHERE type = 'table'\"))\n"
+    "        print(f'process started, tables {tables}', file=sys.__stderr__, flush=True)\n"
+    "    elif event == 'import' and args[0] == 'scheduler_emulator.app':\n"
+    "        print('importing the API', file=sys.__stderr__, flush=True)\n"
+    "sys.addaudithook(said)\n"
+    "runpy.run_module('scheduler_emulator', run_name='__main__', alter_sys=True)",
+]
+
+
+def test_the_dispatcher_child_is_started_once_the_store_is_migrated_and_before_the_api_is_built(
+    tmp_path: Path,
+) -> None:
+    """The start's order (serving.py): everything a start can fail on first (the port, the data directory, the
+    store migrated), then the dispatcher role's child, then the API imported and built while the child imports,
+    and the port served once the child has made its first claim cycle."""
+    data_dir = tmp_path / "data"
+    process = subprocess.Popen(
+        [*SAYING_WHEN_IT_STARTS_THE_CHILD, "--port", "0", "--dispatcher-process", "on", "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert process.stdout is not None
+        for _ in range(200):  # bounded: the process ends if it cannot start
+            line = process.stdout.readline()
+            lines.append(line.strip())
+            if not line or line.startswith("Listening on"):
+                break
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    said = [line for line in lines if line.startswith(("process started", "importing the API", "Listening on"))]
+    assert len(said) == 3, lines
+    started, importing, listening = said
+    assert started.startswith("process started, tables [") and "'alembic_version'" in started, lines
+    assert "'jobs'" in started, lines  # migrated, not only begun
+    assert importing == "importing the API", lines
+    assert listening.startswith("Listening on"), lines

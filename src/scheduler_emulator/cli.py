@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-import gc
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import NoReturn
 
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside the block, and what it built frozen out of the collector's sight at
-    its end. Importing the service allocates ~200,000 objects that all live as long as the process: the
-    collector's passes over them while they pile up cost a start ~0.2 s of CPU (~15 % of it), and the full
-    collection the service runs once started (app.tune_garbage_collector, which then freezes everything too)
-    walked them all again for ~0.06 s; both found next to nothing (~2,000 objects of garbage, now kept)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if collecting:
-            gc.enable()
+from scheduler_emulator.collector import collector_paused
 
 
 def refuse(exc: Exception) -> NoReturn:

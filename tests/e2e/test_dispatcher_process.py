@@ -64,6 +64,14 @@ def command_line(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().rstrip("\0").split("\0")
 
 
+def metrics_directory(pid: int) -> Path:
+    """The directory of the parent's that the child ``pid`` keeps its metrics in (its PROMETHEUS_MULTIPROC_DIR)."""
+    variables = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
+    (directory,) = [v.partition("=")[2] for v in variables if v.startswith("PROMETHEUS_MULTIPROC_DIR=")]
+    assert Path(directory).is_dir(), directory
+    return Path(directory)
+
+
 def fire_now(http: httpx.Client, names: Names, job: str, uri: str) -> None:
     create_job(http, names, job, {"type": "Http", "request": {"uri": uri, "method": "GET"}})
 
@@ -230,6 +238,23 @@ def test_a_killed_emulators_child_ends_by_itself(
     with server.client() as http:
         fire_now(http, names, "j", target.url("/fired"))
     target.wait_for(1, PROMPT, "/fired")
+    directory = metrics_directory(child)
     server.process.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
     server.wait_exit(30)
     wait_until(lambda: process_ended(child), 30, f"the dispatcher's child {child} to end by itself")
+    assert not directory.exists()  # the child removed its parent's metrics directory
+
+
+def test_a_stopped_emulator_whose_child_was_killed_leaves_no_metrics_directory(
+    emulators: EmulatorPool, tmp_path: Path, store_url: str
+) -> None:
+    """The child killed, the emulator stopped before or after it starts another: the metrics directory the
+    children kept their metrics in is removed as the emulator exits."""
+    server, main = start(emulators, tmp_path, store_url, *TWO_ROLES)
+    child = the_child(main)
+    directory = metrics_directory(child)
+    os.kill(child, signal.SIGKILL)
+    wait_until(lambda: f"the dispatcher's process (pid {child}) ended unexpectedly" in server.log, 15, server.log_tail)
+    server.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+    server.wait_exit(60)
+    assert not directory.exists(), sorted(p.name for p in directory.iterdir())

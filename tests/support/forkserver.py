@@ -212,8 +212,16 @@ def _become_subreaper() -> None:
 
 def serve(descriptor: int) -> None:
     """Import the service, then fork one emulator per request until the test process goes away."""
+    # What a start imports, imported once here: serving.py imports the API's modules in serving._server only
+    # (after its dispatcher child is spawned), so they are named too.
+    import uvicorn  # noqa: F401
+
+    import scheduler_emulator.api.access
+    import scheduler_emulator.api.root
+    import scheduler_emulator.app
     import scheduler_emulator.cli
-    import scheduler_emulator.serving  # noqa: F401 - what a start imports, imported once here
+    import scheduler_emulator.connections
+    import scheduler_emulator.serving  # noqa: F401
 
     gc.collect()
     gc.freeze()

@@ -9,10 +9,15 @@ library's or the store's:
   that the child watches), so ``wake`` has nothing to do here;
 - metrics: the child keeps its values in prometheus_client's multiprocess files in a directory of this process's
   (``PROMETHEUS_MULTIPROC_DIR``), which ``metrics`` reads (metrics.dispatcher_part);
-- its start: this process serves once the child has begun dispatching (its first cycle, in its metrics);
+- its start: ``spawned`` starts it as soon as this process has found everything a start can fail on (the port,
+  the data directory, the store migrated: serving.prepare), so that the child's interpreter imports the service
+  while this one imports and builds the API; ``start`` (the app's lifespan) then waits for it: this process serves
+  once the child has begun dispatching (its first cycle, in its metrics);
 - its end: SIGTERM at this process's stop (the child stops its dispatcher within the grace), SIGKILL if it has
   not ended STOP_MARGIN_SECONDS later; and if this process dies, the pipe on the child's standard input closes
-  with it and the child stops by itself (dispatcher/role.py).
+  with it and the child stops by itself (dispatcher/role.py);
+- the metrics directory: removed by ``end``, which this process runs as it exits, however its server ended (the
+  child removes it instead when this process is gone: dispatcher/role.py).
 
 A child that ends unexpectedly is started again, after a pause that doubles from RESTART_FIRST_SECONDS up to
 RESTART_MOST_SECONDS (back to the first after STEADY_SECONDS of running); what it had claimed is taken over by
@@ -63,20 +68,26 @@ def wanted(roles: RoleSettings, store: StoreSettings, dispatch: DispatchSettings
 
 
 class DispatcherChild:
-    """The dispatcher role's child process as its parent sees it; a DispatcherHost. ``argv``: the flags this
-    process was started with (cli.main)."""
+    """The dispatcher role's child process as its parent sees it; a DispatcherHost. Made by ``spawned``."""
 
     def __init__(self, argv: Sequence[str]) -> None:
         self._command = [sys.executable, "-m", "scheduler_emulator", *argv, *ROLE_FLAGS]
-        self._directory: str | None = None
+        self._directory = tempfile.mkdtemp(prefix="scheduler-emulator-metrics-")
         self._process: subprocess.Popen[bytes] | None = None
         self._started_at = 0.0
         self._watch: asyncio.Task[None] | None = None
         self._before = Metrics().render(dispatcher=True)  # what it reports until the first child has counted
 
+    @classmethod
+    def spawned(cls, argv: Sequence[str]) -> DispatcherChild:
+        """The child, started now with the flags this process was started with (``argv``: cli.main), once the
+        store is ready for it (serving.serve): it imports and opens the store while this process builds the app."""
+        dispatcher_child = cls(argv)
+        dispatcher_child._spawn()
+        return dispatcher_child
+
     async def start(self) -> None:
-        self._directory = tempfile.mkdtemp(prefix="scheduler-emulator-metrics-")
-        self._spawn()
+        """Return once the child has begun dispatching (``_first_cycle``), then supervise it."""
         await self._first_cycle()
         self._watch = asyncio.get_running_loop().create_task(self._supervise(), name="dispatcher-child")
 
@@ -100,12 +111,26 @@ class DispatcherChild:
                 await asyncio.to_thread(process.wait)
             if process.stdin is not None:
                 process.stdin.close()
-        if self._directory is not None:
-            shutil.rmtree(self._directory, ignore_errors=True)
+        self.end()
+
+    def end(self) -> None:
+        """At this process's exit, whether the server ran or not (serving.serve): a child still running (the
+        start failed after it was spawned, or ``stop`` never ran) is ended (SIGTERM; SIGKILL after
+        STOP_MARGIN_SECONDS), and the metrics directory is removed. Idempotent."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(STOP_MARGIN_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if process is not None and process.stdin is not None:
+            process.stdin.close()
+        shutil.rmtree(self._directory, ignore_errors=True)
 
     def metrics(self) -> bytes:
-        part = dispatcher_part(self._directory) if self._directory is not None else b""
-        return part or self._before
+        return dispatcher_part(self._directory) or self._before
 
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
@@ -114,7 +139,7 @@ class DispatcherChild:
         """Return once the child has begun dispatching (its first cycle counted in its metrics), so that a job
         made as soon as the service listens fires on time; or once it has ended (the supervisor starts it
         again); or after START_SECONDS (a store not answering yet: the service serves meanwhile)."""
-        assert self._process is not None and self._directory is not None
+        assert self._process is not None
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             if self._process.poll() is not None or cycles_counted(self._directory) > 0:
@@ -127,7 +152,6 @@ class DispatcherChild:
         )
 
     def _spawn(self) -> None:
-        assert self._directory is not None
         self._process = subprocess.Popen(
             self._command,
             stdin=subprocess.PIPE,  # its read end: the child ends when this process does (dispatcher/role.py)
@@ -141,7 +165,7 @@ class DispatcherChild:
         while True:
             await asyncio.sleep(WATCH_SECONDS)
             process = self._process
-            assert process is not None and self._directory is not None
+            assert process is not None
             status = process.poll()
             if status is None:
                 continue
