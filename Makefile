@@ -73,9 +73,9 @@ faults: $(VENV)/.test-deps
 		tests/e2e/test_keep_alive_load.py tests/e2e/test_frozen_dispatcher.py tests/store/test_startup_race.py $(PYTEST_ARGS)
 
 # The container image built from this checkout and checked as its users run it (docs/docker.md#the-container-check):
-# podman, runc, debootstrap and iproute2 with apt-get when missing and root (else one message naming them; fatal),
-# then scripts/container-check.sh. Root only (rootful podman, a network namespace). Not yet in .ci/run (commented out there).
-# From nothing about 7 minutes on 2 cores (packages, the debootstrap base, the build, the run); the base is cached.
+# podman, runc, debootstrap, iproute2, docker-compose with apt-get when missing and root (else one message naming them; fatal),
+# then scripts/container-check.sh. Root only (rootful podman, a network namespace). .ci/run runs it after the suite.
+# From nothing about 5 minutes on 2 cores (packages, the debootstrap base, the build, the run); the base is cached.
 container-check:
 	@bash scripts/container-machine.sh
 	bash scripts/container-check.sh

@@ -18,6 +18,13 @@
 #   5. `podman stop --time 20` (the grace docs/docker.md gives) ends it with exit code 0, then a restart keeps
 #      the job and its history (the volume).
 #   6. a /data that uid 10001 cannot write makes the container exit non-zero with the emulator's message.
+#   7. docker-compose.yml the way the README's CI example runs it: Debian's docker-compose (1.29) against
+#      `podman system service` (podman's Docker-compatible API), that service started inside the same
+#      loopback-only namespace, so the compose network's bridge and its port forwarding live there too.
+#      `up -d --no-deps scheduler` on the image built in 2 (SCHEDULER_IMAGE; --no-build: the namespace has no
+#      way to PyPI), the README's bounded curl wait on 127.0.0.1:7480, the compose healthcheck reporting
+#      healthy through the Docker API, a job fired at the container's own loopback, `stop` with the file's
+#      stop_grace_period ending with exit code 0, `down -v` leaving no container or volume behind.
 #
 # Host specifics (rootful podman 4.3 from Debian, cgroup v1/hybrid, no systemd):
 #   - `--runtime runc`: crun fails on cgroup v1 hybrid hierarchies.
@@ -26,10 +33,13 @@
 #   - no systemd: podman cannot schedule the periodic health check, so the script runs it itself with
 #     `podman healthcheck run`, which records the result that `podman inspect` shows.
 #   - the build uses `--network host` (pip reaches PyPI); runs never do.
+#   - the podman service for compose is entered into the namespace with `nsenter --net` only: `ip netns exec`
+#     also remounts /sys, which hides the cgroup mounts, and runc then fails ("no cgroup mount found in
+#     mountinfo"). Its containers.conf carries the ulimits above (compose cannot pass podman flags).
 #   - a host CA bundle is mounted into the build and given to pip as PIP_CERT (CHECK_HOST_CA= turns it off),
 #     for hosts whose egress goes through a TLS-intercepting proxy.
 #
-# Needs: root (netns, debootstrap), podman, runc, debootstrap, iproute2, curl, python3; `make container-check`
+# Needs: root (netns, debootstrap), podman, runc, debootstrap, iproute2, curl, docker-compose, python3; `make container-check`
 # installs them with apt-get when root and missing. Every wait is bounded; any failed check exits non-zero.
 set -euo pipefail
 
@@ -43,10 +53,12 @@ CONTAINER_CACHE=${CONTAINER_CACHE:-/var/cache/scheduler-emulator}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-1800}
 HEALTH_TIMEOUT=${HEALTH_TIMEOUT:-90}
 FIRE_TIMEOUT=${FIRE_TIMEOUT:-60}
+COMPOSE_TIMEOUT=${COMPOSE_TIMEOUT:-180}   # each docker-compose command
 STOP_GRACE=20   # docs/docker.md: `docker stop -t 20`, compose stop_grace_period: 20s
 CONTAINER=scheduler-emulator-check
 VOLUME=scheduler-emulator-check-data
 NETNS=scheduler-emulator-check-$$
+COMPOSE_PROJECT=scheduler-emulator-check
 ULIMITS=(--ulimit nofile=1024:1024 --ulimit nproc=1024:1024)
 ARM=/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/check-rg/providers/Microsoft.Scheduler
 API_VERSION=api-version=2016-03-01
@@ -58,6 +70,7 @@ in_ns() { ip netns exec "$NETNS" "$@"; }
 
 workdir=$(mktemp -d /tmp/scheduler-emulator-check.XXXXXX)
 target_pid=
+service_pid=
 containers=("$CONTAINER" "$CONTAINER-readonly")
 cleanup() {
     local rc=$? c
@@ -71,6 +84,14 @@ cleanup() {
         done
     fi
     if [[ -n $target_pid ]]; then kill "$target_pid" 2>/dev/null; wait "$target_pid" 2>/dev/null; fi
+    if [[ -n $service_pid ]]; then
+        if [[ $rc != 0 ]]; then
+            log "docker-compose logs scheduler (last 30 lines):"
+            compose logs --no-color --tail 30 scheduler >&2 2>&1
+        fi
+        compose down --volumes --timeout 0 >/dev/null 2>&1
+        kill "$service_pid" 2>/dev/null; wait "$service_pid" 2>/dev/null
+    fi
     for c in "${containers[@]}"; do podman rm --force --time 0 "$c" >/dev/null 2>&1; done
     podman volume rm --force "$VOLUME" >/dev/null 2>&1
     ip netns delete "$NETNS" 2>/dev/null
@@ -80,15 +101,28 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { log "FAIL: $*"; exit 1; }
+# docker-compose on this checkout's docker-compose.yml, through podman's Docker API (section 7), bounded.
+compose() {
+    DOCKER_HOST=unix://$workdir/podman.sock SCHEDULER_IMAGE=$CHECK_IMAGE \
+        timeout "$COMPOSE_TIMEOUT" docker-compose --project-name "$COMPOSE_PROJECT" --file docker-compose.yml "$@"
+}
 
-for tool in podman runc ip curl python3 timeout; do
-    command -v "$tool" >/dev/null || fail "$tool is missing (apt-get install -y podman runc debootstrap iproute2 curl)"
+for tool in podman runc ip nsenter curl docker-compose python3 timeout; do
+    command -v "$tool" >/dev/null \
+        || fail "$tool is missing (apt-get install -y podman runc debootstrap iproute2 curl docker-compose)"
 done
 [[ $(id -u) == 0 ]] || fail "the check runs as root (ip netns, rootful podman)"
 
 # Leftovers of an interrupted run.
 for c in "${containers[@]}"; do podman rm --force --time 0 "$c" >/dev/null 2>&1 || true; done
 podman volume rm --force "$VOLUME" >/dev/null 2>&1 || true
+for c in $(podman ps --all --quiet --filter "label=com.docker.compose.project=$COMPOSE_PROJECT"); do
+    podman rm --force --time 0 "$c" >/dev/null 2>&1 || true
+done
+for v in $(podman volume ls --quiet --filter "label=com.docker.compose.project=$COMPOSE_PROJECT"); do
+    podman volume rm --force "$v" >/dev/null 2>&1 || true
+done
+podman network rm --force "${COMPOSE_PROJECT}_default" >/dev/null 2>&1 || true
 
 # A network namespace with only loopback: the containers, the client and the target all live there.
 ip netns add "$NETNS"
@@ -146,7 +180,10 @@ wait_healthy() {  # NAME: until the image's own HEALTHCHECK passes, and inspect 
     until podman healthcheck run "$1" >/dev/null 2>&1; do
         state=$(podman inspect --format '{{.State.Status}}' "$1")
         [[ $state == running ]] || fail "$1 is $state, not running"
-        ((SECONDS < deadline)) || fail "$1: health check still failing after ${HEALTH_TIMEOUT}s"
+        ((SECONDS < deadline)) || fail "$1: health check still failing after ${HEALTH_TIMEOUT}s; its command: $(
+            podman inspect --format '{{json .Config.Healthcheck.Test}}' "$1" 2>/dev/null | cut -c 1-200); it said: $(
+            podman healthcheck run "$1" 2>&1 >/dev/null | tail -c 300; podman inspect --format \
+            '{{range .State.Health.Log}}{{.Output}}{{end}}' "$1" 2>/dev/null | tail -n 3 | tr '\n' ' ' | tail -c 300)"
         sleep 1
     done
     state=$(podman inspect --format '{{.State.Health.Status}}' "$1" 2>/dev/null \
@@ -296,6 +333,68 @@ set -e
 log "with /data not writable by uid 10001: exit $readonly_rc, said: $(grep -m1 -i 'writable' "$workdir/readonly.log" || tail -n1 "$workdir/readonly.log")"
 [[ $readonly_rc != 0 && $readonly_rc != 124 ]] || fail "the container did not refuse to start on an unwritable /data (exit $readonly_rc)"
 grep -q 'is not writable by this user' "$workdir/readonly.log" || fail "no clear message for an unwritable /data: $(tail -n 5 "$workdir/readonly.log")"
+
+# --- 7. docker-compose.yml, as the README's CI example runs it, against podman's Docker API ---------
+timer=$SECONDS
+printf '[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]\n[engine]\nruntime = "runc"\n' \
+    >"$workdir/containers.conf"
+CONTAINERS_CONF=$workdir/containers.conf nsenter --net="/run/netns/$NETNS" \
+    podman system service --time 0 "unix://$workdir/podman.sock" >"$workdir/service.log" 2>&1 &
+service_pid=$!
+for _ in $(seq 100); do
+    curl --silent --max-time 2 --unix-socket "$workdir/podman.sock" http://podman/_ping >/dev/null 2>&1 && break
+    kill -0 "$service_pid" 2>/dev/null || { cat "$workdir/service.log" >&2; fail "podman system service exited"; }
+    sleep 0.1
+done
+api_version=$(curl --silent --max-time 5 --unix-socket "$workdir/podman.sock" http://podman/version) \
+    || fail "podman system service does not answer on $workdir/podman.sock"
+log "$(docker-compose version --short 2>/dev/null | sed 's/^/docker-compose /') against podman $(jget "$api_version" Version) (Docker API $(jget "$api_version" ApiVersion)), namespace $NETNS"
+
+# The README's command (docker compose -f .../docker-compose.yml up -d --build --no-deps scheduler), with the
+# image of section 2 instead of --build.
+compose up --detach --no-build --no-deps scheduler >"$workdir/compose-up.log" 2>&1 \
+    || { cat "$workdir/compose-up.log" >&2; fail "docker-compose up -d --no-deps scheduler failed"; }
+compose_container=$(compose ps --quiet scheduler) || fail "docker-compose ps scheduler failed"
+[[ -n $compose_container ]] || fail "docker-compose up started no scheduler container"
+# The README's wait (timeout 120 ... until curl -fsS .../_emulator/health), on the published 127.0.0.1:7480.
+in_ns timeout "$HEALTH_TIMEOUT" sh -c 'until curl -fsS --max-time 5 http://127.0.0.1:7480/_emulator/health >/dev/null 2>&1; do sleep 2; done' \
+    || fail "docker-compose: http://127.0.0.1:7480/_emulator/health not answering 200 after ${HEALTH_TIMEOUT}s (the README's URL); the service's container port 7480 is published at '$(compose port scheduler 7480 2>&1)'"
+log "docker-compose: the README's wait passed $((SECONDS - timer)) s after the podman service started"
+# The compose file's healthcheck, as `docker compose ps` and `up --wait` see it (the Docker API's State.Health).
+wait_healthy "$compose_container"
+inspected=$(curl --silent --max-time 5 --unix-socket "$workdir/podman.sock" "http://podman/containers/$compose_container/json")
+[[ $(jget "$inspected" State.Health.Status) == healthy ]] \
+    || fail "docker-compose: the Docker API shows health '$(jget "$inspected" State.Health.Status)': $(jget "$inspected" State.Health.Log)"
+log "docker-compose: the compose healthcheck reports healthy (Docker API); ports $(compose port scheduler 7480)"
+
+# A job fired by the compose-run emulator, at its own loopback (the compose network's bridge has no target).
+api PUT "$ARM/jobCollections/compose?$API_VERSION" '{"location": "westus", "properties": {"sku": {"name": "Standard"}}}'
+[[ $STATUS == 200 || $STATUS == 201 ]] || fail "docker-compose: create job collection: $STATUS $BODY"
+api PUT "$ARM/jobCollections/compose/jobs/fire-self?$API_VERSION" '{"properties": {"action": {"type": "Http",
+    "request": {"uri": "http://127.0.0.1:7480/_emulator/health", "method": "GET"}, "retryPolicy": {"retryType": "None"}}}}'
+[[ $STATUS == 200 || $STATUS == 201 ]] || fail "docker-compose: create job: $STATUS $BODY"
+deadline=$((SECONDS + FIRE_TIMEOUT))
+while :; do
+    api GET "$ARM/jobCollections/compose/jobs/fire-self/history?$API_VERSION"
+    [[ $STATUS == 200 ]] || fail "docker-compose: history: $STATUS $BODY"
+    history_status=$(jget "$BODY" value.0.properties.status)
+    [[ -z $history_status ]] || break
+    ((SECONDS < deadline)) || fail "docker-compose: no history entry for compose/fire-self after ${FIRE_TIMEOUT}s"
+    sleep 1
+done
+log "docker-compose: history of fire-self: $history_status - $(jget "$BODY" value.0.properties.message | tr '\n' ' ' | cut -c 1-100)"
+[[ $history_status == Completed ]] || fail "docker-compose: history says $history_status, not Completed"
+
+# stop (the file's stop_grace_period: 20s), then down -v.
+compose stop scheduler >"$workdir/compose-stop.log" 2>&1 || { cat "$workdir/compose-stop.log" >&2; fail "docker-compose stop failed"; }
+exit_code=$(podman inspect --format '{{.State.ExitCode}}' "$compose_container")
+log "docker-compose stop: exit code $exit_code"
+[[ $exit_code == 0 ]] || fail "docker-compose stop: the service did not stop cleanly within its stop_grace_period (exit $exit_code)"
+compose down --volumes >"$workdir/compose-down.log" 2>&1 || { cat "$workdir/compose-down.log" >&2; fail "docker-compose down -v failed"; }
+leftover=$(podman ps --all --quiet --filter "label=com.docker.compose.project=$COMPOSE_PROJECT"; \
+           podman volume ls --quiet --filter "label=com.docker.compose.project=$COMPOSE_PROJECT")
+[[ -z $leftover ]] || fail "docker-compose down -v left: $leftover"
+log "docker-compose: up, healthy, a job fired, stopped and down -v in $((SECONDS - timer)) s"
 
 size=$(podman image inspect --format '{{.Size}}' "$CHECK_IMAGE")
 base_size=$(podman image inspect --format '{{.Size}}' "$CHECK_BASE_IMAGE" 2>/dev/null || echo 0)

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # What the container check (scripts/container-check.sh) needs from the machine: Debian's podman with runc (crun
-# fails on cgroup v1 hybrid hierarchies), debootstrap for the base image, iproute2 for its network namespace, curl.
+# fails on cgroup v1 hybrid hierarchies), debootstrap for the base image, iproute2 for its network namespace, curl,
+# docker-compose (Debian's 1.29) for the compose step.
 # Installed with apt-get when missing and running as root (as scripts/test-machine.sh does for the suite);
 # otherwise one message naming what is missing and the command that installs it, and a non-zero exit.
 set -euo pipefail
 
 # program  Debian package
-REQUIRED=("podman podman" "runc runc" "debootstrap debootstrap" "ip iproute2" "curl curl")
+REQUIRED=("podman podman" "runc runc" "debootstrap debootstrap" "ip iproute2" "curl curl" "docker-compose docker-compose")
 
 missing_programs=()
 missing_packages=()
