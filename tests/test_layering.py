@@ -149,3 +149,67 @@ def test_the_api_sees_the_dispatcher_only_through_its_host_protocol() -> None:
     API applies as well to the links it checks (api/resources/links.py)."""
     allowed = ("scheduler_emulator.dispatcher.host", "scheduler_emulator.dispatcher.actions.outbound")
     assert violations("api", ("scheduler_emulator.dispatcher",), allowed=allowed) == []
+
+
+def test_no_two_modules_import_each_other_through_any_chain() -> None:
+    """No circle in the package's import graph (docs/ARCHITECTURE.md#layer-rules): every module can be read after
+    the ones it imports. An import under TYPE_CHECKING counts, as it ties the two just the same."""
+
+    def name_of(path: Path) -> str:
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        return ".".join(("scheduler_emulator", *(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+    modules = {name_of(path): path for path in PACKAGE.rglob("*.py")}
+
+    def ties(name: str, path: Path) -> set[str]:
+        """The modules ``name`` imports: ``from a.b import c`` ties it to the module ``a.b.c`` when there is one
+        (not to the package ``a.b`` as well), else to ``a.b``."""
+        names = set(imported(path))
+        found = {imp for imp in names if imp in modules and imp != name}
+        return {imp for imp in found if not any(other.startswith(imp + ".") for other in found)} | {
+            imp for imp in found if imp.count(".") > 1 and imp.rpartition(".")[0] in found and imp in modules
+        }
+
+    graph = {name: ties(name, path) for name, path in modules.items()}
+    # Tarjan's strongly connected components, iteratively (bounded by the graph's size)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    circles: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            advanced = False
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    advanced = True
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    assert not circles, "modules that import each other: " + "; ".join(", ".join(c) for c in circles)

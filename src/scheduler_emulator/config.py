@@ -19,6 +19,7 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from scheduler_emulator.config_groups import (
+    DEFAULT_MAX_BODY_BYTES,
     ArmSettings,
     AuthChoice,
     ClockMode,
@@ -227,7 +228,9 @@ class Settings(BaseSettings):
     )
 
     max_body_bytes: int = Field(
-        64 * 1024, ge=1024, description="Largest request body in bytes (413 beyond; counted while it is read)."
+        DEFAULT_MAX_BODY_BYTES,
+        ge=1024,
+        description="Largest request body in bytes (413 beyond; counted while it is read).",
     )
     max_head_bytes: int = Field(
         16 * 1024, ge=1024, description="Largest request head (request line and headers) in bytes (431 beyond)."

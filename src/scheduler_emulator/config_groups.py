@@ -22,6 +22,9 @@ ForeignResources = Literal["refuse", "inert"]
 ProcessMode = Literal["auto", "on", "off"]
 
 
+DEFAULT_MAX_BODY_BYTES = 64 * 1024  # --max-body-bytes when not given
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ServerSettings:
     """The HTTP server (serving.py, connections.py, api/access.py's Host guard, api/pipeline.py's body cap)."""

@@ -19,8 +19,7 @@ from sqlalchemy.orm import Session
 from starlette.requests import ClientDisconnect
 
 from scheduler_emulator.api import errors
-from scheduler_emulator.api.pipeline import DEFAULT_MAX_BODY_BYTES
-from scheduler_emulator.config_groups import DispatchSettings
+from scheduler_emulator.config_groups import DEFAULT_MAX_BODY_BYTES, DispatchSettings
 from scheduler_emulator.domain.clock import Clock
 from scheduler_emulator.domain.errors import Conflict, FieldError, InvalidName, NotFound, TooLarge
 from scheduler_emulator.schemas import strict_json

@@ -52,6 +52,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from scheduler_emulator.api import errors
 from scheduler_emulator.api.access import OPEN_PATHS, Authenticator, HostGuard
 from scheduler_emulator.api.classic.paths import is_classic_path
+from scheduler_emulator.config_groups import DEFAULT_MAX_BODY_BYTES
 from scheduler_emulator.domain.authorization import Caller
 from scheduler_emulator.domain.clock import Clock, WallClock
 
@@ -62,7 +63,6 @@ log = logging.getLogger("scheduler_emulator.api")
 access_log = logging.getLogger("scheduler_emulator.access")
 
 MAX_URL_LENGTH = 2048
-DEFAULT_MAX_BODY_BYTES = 64 * 1024
 # Path prefixes whose handlers read other media types (classic routes add theirs here).
 ANY_CONTENT_TYPE: tuple[str, ...] = ()
 # text/json too: the official 2016-03-01 spec lists it under "consumes" (and no browser form sends it).
