@@ -332,6 +332,7 @@ def _not_writable(directory: Path) -> tuple[str, ...]:
         "database unreachable",
         "database URL unreadable",
         "secret key of another store",
+        "management certificate not a certificate",
     ],
 )
 def test_each_start_up_failure_is_one_line_naming_the_cause_and_the_fix(tmp_path: Path, case: str) -> None:
@@ -384,6 +385,11 @@ def test_each_start_up_failure_is_one_line_naming_the_cause_and_the_fix(tmp_path
     elif case == "database URL unreadable":
         args += ["--database-url", "not a url:s3cret"]
         expected = "--database-url is not a URL SQLAlchemy can read"
+    elif case == "management certificate not a certificate":
+        (tmp_path / "junk.cer").write_text("not a certificate\n")
+        sub = "00000000-0000-0000-0000-000000000000"
+        args += ["--https", "--auth-token", "t0ken", "--management-certificate", f"{sub}:{tmp_path / 'junk.cer'}"]
+        expected = f"--management-certificate: {tmp_path / 'junk.cer'} holds no certificate"
     else:
         args += ["--database-url", _sealed_store(tmp_path / "sealed.db")]
         env["SCHEDULER_SECRET_KEY"] = TEST_SECRET_KEY

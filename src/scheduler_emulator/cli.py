@@ -24,13 +24,15 @@ def main(argv: list[str] | None = None) -> None:
     with collector_paused():
         from scheduler_emulator.at_rest import check_given_secret_key
         from scheduler_emulator.config import ConfigError, settings_from_args
-        from scheduler_emulator.tls import check_operator_certificate
+        from scheduler_emulator.tls import check_operator_certificate, load_certificate
 
         try:
             settings = settings_from_args(argv)
             server = settings.server
             if server.cert and server.key:
                 check_operator_certificate(server.cert, server.key)
+            for _, path in settings.security.management_certificates:
+                load_certificate(path)  # read again by the app (api/classic/certificates.py); here before any child
             check_given_secret_key(settings.store)
         except ConfigError as exc:
             refuse(exc)
