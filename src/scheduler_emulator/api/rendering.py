@@ -11,22 +11,17 @@ from scheduler_emulator.domain.clock import isoformat_z
 from scheduler_emulator.schemas import job_shape as shape
 from scheduler_emulator.schemas.job import service_spelling, strip_secrets
 from scheduler_emulator.store.models import JobHistoryRow
+from scheduler_emulator.store.write_scope import NamedCollection
 
 COLLECTION_TYPE = "Microsoft.Scheduler/jobCollections"
 JOB_TYPE = "Microsoft.Scheduler/jobCollections/jobs"
 HISTORY_TYPE = "Microsoft.Scheduler/jobCollections/jobs/history"
 
 
-class CollectionFacts(Protocol):
-    """What a collection's answer is made of: a stored row (store.models.JobCollectionRow) or a read of one
-    statement (store.repository.CollectionRead) alike."""
+class CollectionFacts(NamedCollection, Protocol):
+    """What a collection's answer is made of (where it lives, store.write_scope.NamedCollection, and the rest): a
+    stored row (store.models.JobCollectionRow) or a read of one statement (store.repository.CollectionRead) alike."""
 
-    @property
-    def subscription_id(self) -> str: ...
-    @property
-    def resource_group(self) -> str: ...
-    @property
-    def name(self) -> str: ...
     @property
     def location(self) -> str: ...
     @property

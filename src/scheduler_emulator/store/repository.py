@@ -64,11 +64,13 @@ def advisory_lock(session: Session, key: str) -> None:
 
 
 def _named_collection() -> tuple[ColumnElement[bool], ...]:
-    """The collection matching the bound names ``subscription``, ``resource_group`` and ``name`` (lowercased)."""
+    """The collection matching the bound names ``subscription``, ``resource_group`` and ``name`` (lowercased), over
+    the table's own columns: the same clause serves the ORM's selects and the Core ones run on a Connection."""
+    table = JobCollectionRow.__table__.c
     return (
-        JobCollectionRow.subscription_key == bindparam("subscription"),
-        JobCollectionRow.resource_group_key == bindparam("resource_group"),
-        JobCollectionRow.name_key == bindparam("name"),
+        table.subscription_key == bindparam("subscription"),
+        table.resource_group_key == bindparam("resource_group"),
+        table.name_key == bindparam("name"),
     )
 
 
@@ -179,19 +181,9 @@ _COLLECTION_COLUMNS = tuple(JobCollectionRow.__table__.c[field.name] for field i
 _JOB_COLUMNS = tuple(JOBS.c[field.name] for field in fields(JobRead))
 
 
-def _named_collection_columns() -> tuple[ColumnElement[bool], ...]:
-    """_named_collection over the table's own columns, for a statement run on a Connection (no ORM compile)."""
-    table = JobCollectionRow.__table__.c
-    return (
-        table.subscription_key == bindparam("subscription"),
-        table.resource_group_key == bindparam("resource_group"),
-        table.name_key == bindparam("name"),
-    )
-
-
 @cache
 def _collection_read() -> Select[Any]:
-    return select(*_COLLECTION_COLUMNS).where(*_named_collection_columns())
+    return select(*_COLLECTION_COLUMNS).where(*_named_collection())
 
 
 @cache
@@ -201,7 +193,7 @@ def _collection_and_job_read() -> Select[Any]:
     return (
         select(*_COLLECTION_COLUMNS, *_JOB_COLUMNS)
         .select_from(collection.outerjoin(JOBS, its_job))
-        .where(*_named_collection_columns())
+        .where(*_named_collection())
     )
 
 
@@ -224,7 +216,7 @@ def _collection_job_id_count_and_version() -> Select[Any]:
     return (
         select(*_COLLECTION_COLUMNS, JOBS.c.id, count, _collection_version())
         .select_from(collection.outerjoin(JOBS, its_job))
-        .where(*_named_collection_columns())
+        .where(*_named_collection())
     )
 
 
