@@ -90,7 +90,7 @@ def create_app(
             if host is not None:
                 await host.stop(settings.shutdown_grace)
             await stop_deployment_runs(app.state.deployment_runs)
-            database.dispose()
+            await database.dispose_on_loop()
             app.state.heavy_work.close()
 
     app = FastAPI(

@@ -169,7 +169,8 @@ async def in_session(request: Request, work: Callable[[Session], T], *, wake: bo
 
 async def in_write_scope(request: Request, work: Callable[[WriteScope], T], *, wake: bool = False) -> T:
     """The one way a request writes: ``work`` runs in one store transaction on the database's writer thread
-    (SQLite) or a worker thread (PostgreSQL), given a write scope over it (store.write_scope: ``lock(collection)``,
+    (SQLite) or on the event loop through SQLAlchemy's async engine (PostgreSQL: Database.in_transaction_on_loop),
+    given a write scope over it (store.write_scope: ``lock(collection)``,
     ``insert_if_unchanged``) through which it takes the write lock before it writes, or before it reads anything
     its checks need that a concurrent write could change; domain errors become ARM errors. ``wake``: the work
     may make a job due earlier, so wake the dispatchers once it is committed, unless every job it changed noted
@@ -177,18 +178,25 @@ async def in_write_scope(request: Request, work: Callable[[WriteScope], T], *, w
     database: Database = request.app.state.database
     lookahead = wake_lookahead(request.app.state.settings.dispatch)
 
-    def run() -> tuple[T, bool, datetime | None]:
+    def run_in(session: Session) -> tuple[T, bool, datetime | None]:
         looks_by = None if lookahead is None else datetime.now(UTC) + lookahead  # the dispatchers, by themselves
-        with database.session() as session:
-            scope = write_scope(database, session)
-            result = work(scope)
-            woken = wake and (looks_by is None or wake_needed(session, looks_by))
-            not_before = None if looks_by is None or not woken else earliest_noted(session)
-            if woken:
-                scope.announce_change(not_before)
-            return result, woken, not_before
+        scope = write_scope(database, session)
+        result = work(scope)
+        woken = wake and (looks_by is None or wake_needed(session, looks_by))
+        not_before = None if looks_by is None or not woken else earliest_noted(session)
+        if woken:
+            scope.announce_change(not_before)
+        return result, woken, not_before
 
-    result, woken, not_before = await _in_thread(run, database.writer() or database.workers())
+    def run() -> tuple[T, bool, datetime | None]:
+        with database.session() as session:
+            return run_in(session)
+
+    if database.on_loop:
+        with _as_arm_errors():
+            result, woken, not_before = await database.in_transaction_on_loop(run_in)
+    else:
+        result, woken, not_before = await _in_thread(run, database.writer() or database.workers())
     if woken:
         wake_dispatcher(request, not_before)
     return result
@@ -197,7 +205,8 @@ async def in_write_scope(request: Request, work: Callable[[WriteScope], T], *, w
 async def in_read_session(request: Request, work: Callable[[Session], T]) -> T:
     """The one way a request reads more than one statement: ``work``, which only reads, in one read transaction
     (Database.read_session: on SQLite it neither waits for writes and the dispatcher's transactions nor holds them
-    up) on a reader thread (Database.reader) or a worker thread; domain errors become ARM errors. A write through
+    up) on a reader thread (Database.reader), on the event loop (PostgreSQL: Database.in_read_transaction_on_loop)
+    or, for an in-memory database, a worker thread; domain errors become ARM errors. A write through
     its session fails."""
     database: Database = request.app.state.database
 
@@ -205,6 +214,9 @@ async def in_read_session(request: Request, work: Callable[[Session], T]) -> T:
         with database.read_session() as session:
             return work(session)
 
+    if database.on_loop:
+        with _as_arm_errors():
+            return await database.in_read_transaction_on_loop(work)
     return await _in_thread(run, database.reader() or database.workers())
 
 
@@ -215,7 +227,8 @@ async def read_one_statement(request: Request, work: Callable[[Connection], T]) 
     event loop rather than on a reader thread: there it took the interpreter lock back after each call into
     SQLite, behind the event loop's and the dispatcher's threads; with 3,000 fires/s and 100 GET job/s the reader
     threads used 1.46 ms of CPU per GET against about 0.4 ms on the loop (bench/thread_cpu.py;
-    bench/README.md#reads-of-one-statement). Elsewhere it runs on a worker thread."""
+    bench/README.md#reads-of-one-statement). On PostgreSQL it runs on the event loop through the async engine
+    (Database.on_statement_connection_on_loop); in an in-memory database, on a worker thread."""
     database: Database = request.app.state.database
 
     def run() -> T:
@@ -225,6 +238,9 @@ async def read_one_statement(request: Request, work: Callable[[Connection], T]) 
     if database.reader() is not None:
         with _as_arm_errors():
             return run()
+    if database.on_loop:
+        with _as_arm_errors():
+            return await database.on_statement_connection_on_loop(work)
     return await _in_thread(run, database.workers())
 
 

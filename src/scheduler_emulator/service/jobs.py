@@ -105,8 +105,10 @@ def _create_before_locking(
     written into one collection queue on that lock, so what runs under it bounds their rate. A name already
     taken is a replace, done under the lock from the start. When the insert writes nothing (another write changed
     the collection or took the name between the read and the lock), the write is decided again under the lock,
-    which is then held, from what is stored then: its inputs changed, so the job is built again from them."""
+    which is then held, from what is stored then: its inputs changed, so the job is built again from them. Until
+    that lock, the read and the insert each commit by themselves (WriteScope.commit_each_statement_until_locked)."""
     session = scope.session
+    scope.commit_each_statement_until_locked()
     basis = repo.find_create_basis(session, ref.subscription_id, ref.resource_group, ref.name, name)
     if basis is None:
         raise NotFound("job collection", ref.name)

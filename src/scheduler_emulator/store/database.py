@@ -11,12 +11,12 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
     JSON,
@@ -34,6 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
@@ -78,9 +79,16 @@ def head_revisions() -> frozenset[str] | None:
     return frozenset(heads) or None
 
 
+T = TypeVar("T")
 READERS = 2  # a SQLite file's reader threads (Database.reader)
 SQLITE_BUSY_SECONDS = 30.0  # how long a SQLite write waits for its turn (the driver's timeout, and WriteTurn's)
-WORKERS = 30  # threads for the API's other transactions (Database.workers): as many as the pool's connections
+WORKERS = 30  # threads for the API's transactions of an in-memory SQLite database (Database.workers)
+# PostgreSQL pools (connections kept open, then opened beyond them for a while). A pool smaller than the requests
+# in flight opens a connection and closes it again for every request beyond it: with 16 clients creating jobs
+# through a pool of 10 that cost PostgreSQL's processes about twice the CPU per create (a new backend each time;
+# bench/api_process_cpu.py, bench/README.md#the-apis-way-into-postgresql).
+POOL_SIZE = 20
+POOL_OVERFLOW = 10
 IDLE_PING_SECONDS = 1.0  # a pooled connection unused this long is checked before it is handed out
 
 
@@ -103,6 +111,16 @@ def _ping_when_idle(engine: Engine) -> None:
                 engine.dialect.do_ping(dbapi_connection)
             except Exception as exc:  # noqa: BLE001 - any failure: the pool replaces it and retries
                 raise DisconnectionError(str(exc)) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class LoopEngines:
+    """PostgreSQL's async engine (Database.loop_engines) and its two views: read transactions as Database.read_session's
+    (one snapshot, read-only), and reads of one statement outside a transaction (as statement_connection's)."""
+
+    writes: AsyncEngine
+    reads: AsyncEngine
+    statements: AsyncEngine
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +322,7 @@ class Database:
                 given = make_url(url).query.get("options")  # the operator's own (in the URL) come last: they win
                 own = bounds.server_options()
                 connect_args["options"] = f"{own} {given}" if isinstance(given, str) and given else own
-            kwargs.update(pool_size=10, max_overflow=20, pool_timeout=10, connect_args=connect_args)
+            kwargs.update(pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW, pool_timeout=10, connect_args=connect_args)
         # hide_parameters: a failed statement's error (logged) never shows its values: job definitions, secrets.
         self.engine: Engine = create_engine(url, hide_parameters=True, **kwargs)
         # Read by the definition column's type (store.models.SealedJSON); without a box, secrets pass as they are.
@@ -314,6 +332,9 @@ class Database:
         elif self.dialect == "postgresql":
             _ping_when_idle(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._loop_url = url if self.dialect == "postgresql" else None
+        self._loop_kwargs = kwargs
+        self._loop_engines: LoopEngines | None = None
         self._writer: ThreadPoolExecutor | None = None
         self._reader: ThreadPoolExecutor | None = None
         self._workers: ThreadPoolExecutor | None = None
@@ -354,6 +375,55 @@ class Database:
         """A session in a transaction: committed on success, rolled back on error."""
         with self._lock or nullcontext(), self._sessions() as session, session.begin():
             yield session
+
+    @property
+    def on_loop(self) -> bool:
+        """Whether the API's store work runs on the event loop (PostgreSQL: ``in_transaction_on_loop`` and its
+        two siblings) rather than on this database's threads (SQLite: ``writer``, ``reader``, ``workers``)."""
+        return self._loop_url is not None
+
+    def loop_engines(self) -> LoopEngines:
+        """PostgreSQL's engines for the event loop: SQLAlchemy's async engine over psycopg's async connections,
+        with the same pool bounds, connection settings, idle ping and secret box as ``engine``. Made at first use,
+        on the loop that serves the API (a process that never serves it opens none)."""
+        if self._loop_url is None:
+            raise RuntimeError("only a PostgreSQL database runs its API work on the event loop")
+        if self._loop_engines is None:
+            engine = create_async_engine(self._loop_url, hide_parameters=True, **self._loop_kwargs)
+            engine.sync_engine.dialect.scheduler_secret_box = self.secret_box  # type: ignore[attr-defined]
+            _ping_when_idle(engine.sync_engine)
+            self._loop_engines = LoopEngines(
+                engine,
+                engine.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True),
+                engine.execution_options(isolation_level="AUTOCOMMIT"),
+            )
+        return self._loop_engines
+
+    async def in_transaction_on_loop(self, work: Callable[[Session], T]) -> T:
+        """PostgreSQL: ``work`` in one transaction (as ``session``), run on the event loop by SQLAlchemy's async
+        engine (``AsyncSession.run_sync``): the same synchronous code as on a thread, each statement awaited on
+        the loop instead of blocking it. A create moved off a worker thread this way cost the API's process
+        about a quarter less CPU: no hand-over to a thread and back, no interpreter lock passed between sixteen
+        threads (bench/README.md#the-apis-way-into-postgresql). Committed on success, rolled back on error."""
+        async with AsyncSession(self.loop_engines().writes, expire_on_commit=False) as session, session.begin():
+            return await session.run_sync(work)
+
+    async def in_read_transaction_on_loop(self, work: Callable[[Session], T]) -> T:
+        """PostgreSQL: as ``read_session``, on the event loop (see in_transaction_on_loop)."""
+        async with AsyncSession(self.loop_engines().reads, expire_on_commit=False) as session, session.begin():
+            return await session.run_sync(work)
+
+    async def on_statement_connection_on_loop(self, work: Callable[[Connection], T]) -> T:
+        """PostgreSQL: as ``statement_connection``, on the event loop (see in_transaction_on_loop)."""
+        async with self.loop_engines().statements.connect() as connection:
+            return await connection.run_sync(work)
+
+    async def dispose_on_loop(self) -> None:
+        """``dispose``, closing the event loop's connections first, on the loop they belong to."""
+        if self._loop_engines is not None:
+            await self._loop_engines.writes.dispose()
+            self._loop_engines = None
+        self.dispose()
 
     def writer(self) -> Executor | None:
         """SQLite: the one thread that runs the API's transactions, one after another (None elsewhere). They

@@ -65,6 +65,11 @@ class WriteScope:
         """Only where ``inserts_before_locking``: see PostgresWriteScope."""
         raise NotImplementedError("this store inserts a new job under its collection's lock, as any write")
 
+    def commit_each_statement_until_locked(self) -> None:
+        """Only where ``inserts_before_locking``, called before the scope's first statement: see
+        PostgresWriteScope."""
+        raise NotImplementedError("this store's transaction holds its write turn from the first statement")
+
 
 class SqliteFileWriteScope(WriteScope):
     """A SQLite file's: as WriteScope, and a change is announced in the file itself (store.wakeups.announce_in_file),
@@ -84,10 +89,25 @@ class PostgresWriteScope(WriteScope):
     def __init__(self, session: Session) -> None:
         super().__init__(session)
         self._locked: set[str] = set()
+        self._each_statement_commits = False
+
+    def commit_each_statement_until_locked(self) -> None:
+        """Until the first lock is taken (``hold``, ``lock``), each statement commits by itself: a create that
+        reads its basis and inserts in one statement each then sends neither BEGIN nor COMMIT, two of its four
+        round trips (bench/README.md#the-apis-way-into-postgresql). Nothing read before the lock is protected
+        in any case: the guarded insert checks that it still holds. The first lock opens the transaction that
+        holds it to the end, as from the start otherwise."""
+        self.session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+        self._each_statement_commits = True
 
     def hold(self, *keys: str) -> None:
         for key in keys:
             if key not in self._locked:
+                if self._each_statement_commits:
+                    # The driver sends no BEGIN of its own in autocommit; this one opens the transaction, which the
+                    # session's commit (or rollback) then ends as any other.
+                    self.session.connection().exec_driver_sql("BEGIN")
+                    self._each_statement_commits = False
                 repo.advisory_lock(self.session, key)
                 self._locked.add(key)
 
@@ -100,12 +120,15 @@ class PostgresWriteScope(WriteScope):
         """Take ``collection``'s lock and insert the new ``job`` if what it was built from still holds, in one
         statement (store.repository.insert_job_if_unchanged: its name free, the collection still at
         ``collection_version``, fewer than ``max_jobs`` jobs). True: inserted; False: nothing written, the lock
-        held, the session's objects expired (the caller reads them again under the lock, in the same transaction)."""
+        held, the session's objects expired (the caller reads them again under the lock). While each statement
+        commits by itself (commit_each_statement_until_locked), the insert's lock ends with it: the caller's
+        ``lock`` takes it again, in a transaction."""
         key = collection_lock(collection.subscription_id, collection.resource_group, collection.name)
         inserted = repo.insert_job_if_unchanged(
             self.session, job, lock=key, collection_version=collection_version, max_jobs=max_jobs
         )
-        self._locked.add(key)  # taken by the insert, inserted or not
+        if not self._each_statement_commits:
+            self._locked.add(key)  # taken by the insert, inserted or not, and held to the transaction's end
         return inserted
 
 
