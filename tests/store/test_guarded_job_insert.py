@@ -6,6 +6,7 @@ decides the write again under the lock, from what is stored then)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -248,3 +249,33 @@ def test_creates_into_one_collection_follow_its_changes(database: Database) -> N
     finally:
         event.remove(database.engine, "before_cursor_execute", record)
     assert job_names(database, collection) == ["first", "second"]
+
+
+def test_a_create_commits_each_statement_until_it_takes_the_lock_which_a_transaction_then_holds(
+    database: Database,
+) -> None:
+    """PostgresWriteScope.commit_each_statement_until_locked, as a create uses it on the event loop: before the lock
+    each statement is a transaction of its own (no BEGIN, no COMMIT sent), so nothing is held between them; the
+    first lock opens the transaction that holds it, and every statement after it is in that one transaction."""
+
+    def work(session: Any) -> tuple[list[int], list[int], int]:
+        scope = write_scope(database, session)
+        scope.commit_each_statement_until_locked()
+        before = [session.execute(text("SELECT txid_current()")).scalar() for _ in range(2)]
+        scope.hold(LOCK)
+        after = [session.execute(text("SELECT txid_current()")).scalar() for _ in range(2)]
+        held = session.execute(
+            text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")
+        ).scalar()
+        return before, after, held
+
+    async def run() -> tuple[list[int], list[int], int]:
+        try:
+            return await database.in_transaction_on_loop(work)
+        finally:
+            await database.dispose_on_loop()
+
+    before, after, held = asyncio.run(run())
+    assert before[0] != before[1], before  # each its own transaction
+    assert after[0] == after[1] and after[0] not in before, (before, after)  # one transaction from the lock on
+    assert held == 1
