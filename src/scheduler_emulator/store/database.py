@@ -403,7 +403,7 @@ class Database:
         """PostgreSQL: ``work`` in one transaction (as ``session``), run on the event loop by SQLAlchemy's async
         engine (``AsyncSession.run_sync``): the same synchronous code as on a thread, each statement awaited on
         the loop instead of blocking it. A create moved off a worker thread this way cost the API's process
-        about a quarter less CPU: no hand-over to a thread and back, no interpreter lock passed between sixteen
+        about a fifth less CPU: no hand-over to a thread and back, no interpreter lock passed between sixteen
         threads (bench/README.md#the-apis-way-into-postgresql). Committed on success, rolled back on error."""
         async with AsyncSession(self.loop_engines().writes, expire_on_commit=False) as session, session.begin():
             return await session.run_sync(work)
