@@ -29,7 +29,11 @@ def test_the_apis_transactions_run_where_the_store_runs_them(app: TestClient, ba
 
     def recorder(label: str):  # type: ignore[no-untyped-def]
         def record(*_: object) -> None:
-            running = asyncio._get_running_loop() is not None  # the thread is running an event loop
+            try:
+                asyncio.get_running_loop()
+                running = True  # the thread is running an event loop
+            except RuntimeError:
+                running = False
             seen.append((label, threading.current_thread().name.rsplit("_", 1)[0], running))
 
         return record
